@@ -1,0 +1,135 @@
+"""Events: every one is written to the database with a gapless per-project ``seq``, then
+published on the bus for live followers (DESIGN.md rule 5).
+
+Publishing happens only after the row is committed, so a follower that sees a live message
+can always find it (and anything before it) in the database.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from shared.db import session_scope
+from shared.models import Event, Project, utcnow
+from shared.schemas import EventOut
+
+log = logging.getLogger(__name__)
+
+# Event types, spelled as in DESIGN.md and the issues.
+PROJECT_CREATED = "project_created"
+PROJECT_STARTED = "project_started"
+PROJECT_PAUSED = "project_paused"
+PROJECT_RESUMED = "project_resumed"
+PROJECT_STOPPED = "project_stopped"
+PROJECT_COMPLETED = "project_completed"
+PROJECT_FAILED = "project_failed"
+ITERATION_STARTED = "iteration_started"
+ITERATION_COMPLETE = "iteration_complete"
+ITERATION_ERROR = "iteration_error"
+AGENT_OUTPUT_CHUNK = "agent_output_chunk"
+AGENT_TOOL_CALL = "agent_tool_call"
+TOOL_EXECUTED = "tool_executed"
+BUDGET_WARNING = "budget_warning"
+BUDGET_EXCEEDED = "budget_exceeded"
+API_KEY_REQUIRED = "api_key_required"
+
+#: A follower stops after one of these.
+TERMINAL_EVENTS = frozenset({PROJECT_COMPLETED, PROJECT_FAILED, PROJECT_STOPPED})
+
+
+def channel(project_id: str) -> str:
+    return f"raas:events:{project_id}"
+
+
+class EventBus(Protocol):
+    def publish(self, event: EventOut) -> None: ...
+
+
+class RedisBus:
+    """Publishes events on Redis pub/sub, one channel per project."""
+
+    def __init__(self, redis_url: str) -> None:
+        import redis
+
+        self._redis = redis.Redis.from_url(redis_url)
+
+    def publish(self, event: EventOut) -> None:
+        try:
+            self._redis.publish(channel(event.project_id), event.model_dump_json())
+        except Exception:
+            # The row is already committed: a follower fills the gap from the database.
+            log.warning("could not publish event %s/%s", event.project_id, event.seq, exc_info=True)
+
+
+class NullBus:
+    def publish(self, event: EventOut) -> None:
+        return None
+
+
+def record(
+    session: Session,
+    project_id: str,
+    type_: str,
+    data: dict[str, Any] | None = None,
+    *,
+    agent_id: str | None = None,
+    iteration_id: str | None = None,
+) -> EventOut:
+    """Write one event in ``session``'s transaction; publish it after the commit."""
+    seq = session.execute(
+        update(Project)
+        .where(Project.id == project_id)
+        .values(last_event_seq=Project.last_event_seq + 1)
+        .returning(Project.last_event_seq)
+    ).scalar_one()
+    row = Event(
+        project_id=project_id, seq=seq, type=type_, data=data or {},
+        agent_id=agent_id, iteration_id=iteration_id, ts=utcnow(),
+    )
+    session.add(row)
+    session.flush()
+    return EventOut.model_validate(row)
+
+
+def publish_all(bus: EventBus, events: Iterable[EventOut]) -> None:
+    for event in events:
+        bus.publish(event)
+
+
+def emit(
+    bus: EventBus,
+    project_id: str,
+    type_: str,
+    data: dict[str, Any] | None = None,
+    *,
+    agent_id: str | None = None,
+    iteration_id: str | None = None,
+) -> EventOut:
+    """Record one event in its own transaction and publish it."""
+    with session_scope() as session:
+        event = record(session, project_id, type_, data, agent_id=agent_id, iteration_id=iteration_id)
+    bus.publish(event)
+    return event
+
+
+def history(session: Session, project_id: str, after_seq: int = 0, limit: int = 1000) -> list[EventOut]:
+    rows = session.scalars(
+        select(Event)
+        .where(Event.project_id == project_id, Event.seq > after_seq)
+        .order_by(Event.seq)
+        .limit(limit)
+    )
+    return [EventOut.model_validate(row) for row in rows]
+
+
+def decode(raw: bytes | str) -> EventOut:
+    return EventOut.model_validate(json.loads(raw))
+
+
+EventSink = Callable[[EventOut], None]

@@ -1,0 +1,221 @@
+"""The SQLAlchemy models: everything that outlives a process lives here.
+
+Ids are short random hex strings so they can travel in URLs, Celery arguments and log lines.
+The same status enums type the columns, the API schemas and the CLI output.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from decimal import Decimal
+from enum import Enum
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, Numeric, String, Text, UniqueConstraint
+from sqlalchemy import Enum as SAEnum
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def new_id() -> str:
+    return secrets.token_hex(8)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class ProjectStatus(str, Enum):
+    CREATED = "created"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (ProjectStatus.COMPLETED, ProjectStatus.FAILED, ProjectStatus.STOPPED)
+
+
+class TaskStatus(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class AgentStatus(str, Enum):
+    IDLE = "idle"
+    WORKING = "working"
+    BLOCKED = "blocked"
+    COMPLETED = "completed"
+    ERROR = "error"
+
+
+class IterationStatus(str, Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+    @property
+    def is_finished(self) -> bool:
+        return self in (IterationStatus.SUCCEEDED, IterationStatus.FAILED)
+
+
+class LedgerKind(str, Enum):
+    RESERVE = "reserve"
+    SETTLE = "settle"
+
+
+Money = Numeric(14, 6)
+
+
+def _enum(enum_type: type[Enum]) -> SAEnum:
+    # Stored as plain strings so the same migration runs on Postgres and SQLite.
+    return SAEnum(
+        enum_type, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e]
+    )
+
+
+def _ts(nullable: bool = True) -> Mapped[Any]:
+    # Non-nullable timestamps are creation times and default to now.
+    return mapped_column(DateTime(timezone=True), nullable=nullable, default=None if nullable else utcnow)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, Decimal: Money}
+
+
+class Project(Base):
+    __tablename__ = "projects"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200))
+    prompt: Mapped[str] = mapped_column(Text)
+    config: Mapped[dict[str, Any]]
+    status: Mapped[ProjectStatus] = mapped_column(_enum(ProjectStatus), default=ProjectStatus.CREATED)
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    workspace_sha: Mapped[str | None] = mapped_column(String(64))
+    # Allocating event numbers from the project row keeps them gapless per project.
+    last_event_seq: Mapped[int] = mapped_column(Integer, default=0)
+    budget_limit_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
+    spent_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
+    reserved_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
+    created_at: Mapped[datetime] = _ts(nullable=False)
+    started_at: Mapped[datetime | None] = _ts()
+    finished_at: Mapped[datetime | None] = _ts()
+
+
+class Task(Base):
+    __tablename__ = "tasks"
+    __table_args__ = (UniqueConstraint("project_id", "key"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(String(100))
+    title: Mapped[str] = mapped_column(String(300))
+    description: Mapped[str] = mapped_column(Text, default="")
+    category: Mapped[str] = mapped_column(String(50), default="builder")
+    depends_on: Mapped[list[Any]] = mapped_column(default=list)
+    status: Mapped[TaskStatus] = mapped_column(_enum(TaskStatus), default=TaskStatus.PENDING)
+
+
+class Agent(Base):
+    __tablename__ = "agents"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    task_id: Mapped[str | None] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+    parent_id: Mapped[str | None] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    depth: Mapped[int] = mapped_column(Integer, default=0)
+    category: Mapped[str] = mapped_column(String(50), default="builder")
+    status: Mapped[AgentStatus] = mapped_column(_enum(AgentStatus), default=AgentStatus.IDLE)
+    iterations: Mapped[int] = mapped_column(Integer, default=0)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
+    created_at: Mapped[datetime] = _ts(nullable=False)
+
+
+class Iteration(Base):
+    __tablename__ = "iterations"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "number"),
+        Index("ix_iterations_status_heartbeat", "status", "heartbeat_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    status: Mapped[IterationStatus] = mapped_column(_enum(IterationStatus), default=IterationStatus.QUEUED)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(200))
+    heartbeat_at: Mapped[datetime | None] = _ts()
+    completed_task: Mapped[bool] = mapped_column(default=False)
+    summary: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    base_sha: Mapped[str | None] = mapped_column(String(64))
+    commit_sha: Mapped[str | None] = mapped_column(String(64))
+    files_changed: Mapped[list[Any]] = mapped_column(default=list)
+    reserved_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
+    cost_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
+    # Set by the coordinator once it has acted on this iteration's report, so that a
+    # report delivered twice advances the project once.
+    advanced: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = _ts(nullable=False)
+    started_at: Mapped[datetime | None] = _ts()
+    finished_at: Mapped[datetime | None] = _ts()
+
+
+class Message(Base):
+    """One message of an agent's history; assistant messages carry the call's usage and cost."""
+
+    __tablename__ = "messages"
+    __table_args__ = (UniqueConstraint("iteration_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
+    iteration_id: Mapped[str] = mapped_column(ForeignKey("iterations.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[list[Any]]
+    model: Mapped[str | None] = mapped_column(String(100))
+    stop_reason: Mapped[str | None] = mapped_column(String(50))
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_creation_input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_read_input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
+    duration_s: Mapped[float | None]
+    created_at: Mapped[datetime] = _ts(nullable=False)
+
+
+class Event(Base):
+    __tablename__ = "events"
+    __table_args__ = (UniqueConstraint("project_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    agent_id: Mapped[str | None] = mapped_column(String(32))
+    iteration_id: Mapped[str | None] = mapped_column(String(32))
+    type: Mapped[str] = mapped_column(String(50))
+    data: Mapped[dict[str, Any]]
+    ts: Mapped[datetime] = _ts(nullable=False)
+
+
+class LedgerEntry(Base):
+    """The budget ledger: every reservation and settlement, so spend can be audited."""
+
+    __tablename__ = "budget_ledger"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    iteration_id: Mapped[str | None] = mapped_column(String(32))
+    kind: Mapped[LedgerKind] = mapped_column(_enum(LedgerKind))
+    amount_usd: Mapped[Decimal]
+    created_at: Mapped[datetime] = _ts(nullable=False)

@@ -1,0 +1,112 @@
+"""A project's own settings: ``raas.toml`` in its directory, validated by pydantic.
+
+Every field has ``extra="forbid"`` so a misspelt key is an error that names it, not a setting
+silently ignored.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from decimal import Decimal
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from shared.errors import InvalidInput
+from shared.pricing import ModelPrice, find_price
+
+_SIZE = re.compile(r"^\d+(\.\d+)?[bkmg]?$", re.IGNORECASE)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BudgetConfig(_Strict):
+    limit_usd: Decimal = Field(default=Decimal("5"), ge=0, description="Hard spending limit in USD.")
+    warning_threshold: float = Field(
+        default=0.8, gt=0, le=1, description="Fraction of the limit at which budget_warning fires."
+    )
+
+
+class SandboxConfig(_Strict):
+    memory: str = Field(default="1g", description='Container memory limit, a Docker size ("512m", "2g").')
+    cpus: float = Field(default=1.0, gt=0, description="CPU limit (cores) of the iteration's container.")
+    pids: int = Field(default=256, ge=16, description="Maximum number of processes in the container.")
+    network: bool = Field(default=False, description="Allow network access from the container.")
+    command_timeout_s: float = Field(default=120.0, gt=0, description="Timeout of one bash command.")
+    output_limit_bytes: int = Field(
+        default=30_000, ge=1000, description="Tool output beyond this is cut (with a note)."
+    )
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_is_a_size(cls, value: str) -> str:
+        if not _SIZE.match(value):
+            msg = f'{value!r} is not a size (e.g. "512m", "1g")'
+            raise ValueError(msg)
+        return value
+
+
+class ProjectConfig(_Strict):
+    name: str | None = Field(default=None, description="Display name; defaults to the directory name.")
+    workflow: Literal["ralph"] = Field(default="ralph", description="How the project becomes a DAG.")
+    model: str = Field(default="claude-sonnet-4-5", description="Claude model of the agents.")
+    max_iterations: int = Field(
+        default=10, ge=1, description="The project fails if no iteration completes the task by then."
+    )
+    max_turns: int = Field(default=30, ge=1, description="LLM calls per iteration at most (turn cap).")
+    max_tokens: int = Field(default=8192, ge=1, description="max_tokens of each LLM call.")
+    denylist: list[str] = Field(
+        default_factory=list, description="Regexes of bash commands refused (a second line of defence)."
+    )
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    pricing: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="Price overrides per model, USD per million tokens."
+    )
+
+    @model_validator(mode="after")
+    def _model_is_priced(self) -> ProjectConfig:
+        if find_price(self.model, self.pricing) is None:
+            msg = f"model {self.model!r} has no price; add a [pricing.{self.model!r}] table"
+            raise ValueError(msg)
+        return self
+
+
+def describe_validation_error(source: str, error: ValidationError) -> str:
+    """One line naming the first bad key, what was wrong and what was given."""
+    first = error.errors()[0]
+    loc = ".".join(str(part) for part in first["loc"])
+    where = f"{source}: {loc}: " if loc else f"{source}: "
+    given = first.get("input")
+    shown = "" if first["type"] == "missing" or isinstance(given, dict) else f" (got {given!r})"
+    text = str(first["msg"]).removeprefix("Value error, ")
+    return f"{where}{text}{shown}"
+
+
+def parse_project_config(text: str, source: str = "raas.toml") -> ProjectConfig:
+    """Parse and validate raas.toml text.
+
+    Raises:
+        InvalidInput: naming the bad key and the expected type.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = f"{source}: not valid TOML: {exc}"
+        raise InvalidInput(msg) from exc
+    try:
+        return ProjectConfig.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(describe_validation_error(source, exc)) from exc
+
+
+def load_project_config(project_dir: Path) -> ProjectConfig:
+    """raas.toml of ``project_dir``; defaults when the file is absent."""
+    path = project_dir / "raas.toml"
+    if not path.exists():
+        return ProjectConfig()
+    return parse_project_config(path.read_text(encoding="utf-8"), source=str(path))

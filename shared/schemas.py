@@ -1,0 +1,86 @@
+"""Pydantic schemas of what crosses a process boundary: API bodies, events, Celery arguments."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from shared.models import AgentStatus, IterationStatus, ProjectStatus
+
+
+class _FromRow(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class EventOut(_FromRow):
+    seq: int
+    project_id: str
+    agent_id: str | None = None
+    iteration_id: str | None = None
+    type: str
+    data: dict[str, Any]
+    ts: datetime
+
+
+class AgentOut(_FromRow):
+    id: str
+    parent_id: str | None
+    depth: int
+    category: str
+    status: AgentStatus
+    iterations: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: Decimal
+
+
+class IterationOut(_FromRow):
+    id: str
+    agent_id: str
+    number: int
+    status: IterationStatus
+    attempt: int
+    completed_task: bool
+    summary: str | None
+    error: str | None
+    commit_sha: str | None
+    files_changed: list[str]
+    cost_usd: Decimal
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class ProjectOut(_FromRow):
+    id: str
+    name: str
+    status: ProjectStatus
+    status_reason: str | None
+    workspace_sha: str | None
+    budget_limit_usd: Decimal
+    spent_usd: Decimal
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class ProjectDetail(ProjectOut):
+    agents: list[AgentOut]
+    iterations: list[IterationOut]
+    input_tokens: int
+    output_tokens: int
+    last_event_seq: int
+
+
+class WorkspaceReport(BaseModel):
+    """What the coordinator answers when an iteration's commits are pushed back."""
+
+    sha: str
+    files_changed: list[str]
+
+
+class ErrorOut(BaseModel):
+    error: str
+    detail: str

@@ -1,0 +1,63 @@
+"""Service settings, read once from the environment (prefix ``RAAS_``).
+
+A project's own settings live in its ``raas.toml`` (see :mod:`shared.project_config`); these
+are the settings of the machine a coordinator or worker runs on.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RAAS_", extra="ignore")
+
+    database_url: str = Field(
+        default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
+        description="SQLAlchemy URL of the database (Postgres via psycopg 3, or sqlite:///path).",
+    )
+    broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker URL.")
+    redis_url: str = Field(
+        default="redis://127.0.0.1:6379/0", description="Redis for event pub/sub and rate limits."
+    )
+    coordinator_url: str = Field(
+        default="http://127.0.0.1:8700", description="Where the CLI and the workers reach the coordinator."
+    )
+    api_token: SecretStr = Field(
+        default=SecretStr("dev-token"),
+        description="Bearer token the coordinator requires and the CLI and workers send.",
+    )
+    data_dir: Path = Field(
+        default=Path.home() / ".local" / "share" / "raas",
+        description="Where the coordinator keeps workspaces and the worker its scratch copies.",
+    )
+    sandbox_image: str = Field(
+        default="constellation-sandbox:bookworm", description="Docker image every iteration runs in."
+    )
+    worker_name: str = Field(default="", description="Worker node name; empty means celery's default.")
+    heartbeat_interval_s: float = Field(default=5.0, description="How often a running iteration beats.")
+    # Read the way the SDK reads them: no RAAS_ prefix.
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"),
+        description="Claude API key; when unset the demo uses the scripted model.",
+    )
+    anthropic_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
+        description="Base URL of the Messages API (the scripted model server in tests).",
+    )
+
+    def workspaces_dir(self) -> Path:
+        return self.data_dir / "workspaces"
+
+    def scratch_dir(self) -> Path:
+        return self.data_dir / "scratch"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The settings, read once per process."""
+    return Settings()
