@@ -1,0 +1,11 @@
+"""A server that speaks the Anthropic Messages API from a script, for tests, benchmarks and the
+offline demo: point the real ``anthropic`` SDK at it with ``base_url=`` / ``ANTHROPIC_BASE_URL``.
+
+The format of a script is documented in ``docs/scripted-model.md``.
+"""
+
+from workers.scripted_model.script import Script
+from workers.scripted_model.server import ScriptedModelServer, create_app, serve
+from workers.scripted_model.state import LoggedRequest
+
+__all__ = ["LoggedRequest", "Script", "ScriptedModelServer", "create_app", "serve"]

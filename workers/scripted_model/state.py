@@ -1,0 +1,108 @@
+"""What a scripted model server remembers between requests: a cursor per session and the log of
+every request it received.
+
+One lock guards both. It is a ``threading.Lock`` because tests read the log from their own
+thread while uvicorn serves from another; no await happens while it is held, so it never blocks
+the event loop for long.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from workers.scripted_model.script import Script, Step
+
+DEFAULT_SESSION = "default"
+_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "proxy-authorization"})
+REDACTED = "[redacted]"
+
+
+class LoggedRequest(BaseModel):
+    """One request as the server received it (``GET /_scripted/requests`` returns a list of
+    these as JSON; ``LoggedRequest.model_validate`` reads them back)."""
+
+    time: datetime
+    session: str
+    """``metadata.user_id`` of the request, or ``"default"``."""
+    turn: int | None = None
+    """How many earlier requests of this session the script answered (None: not a script turn)."""
+    step: int | None = None
+    """Index in ``responses`` of the step that answered (None: exhausted, or not a script turn)."""
+    method: str
+    path: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Lower-cased names; the values of credential headers are replaced by ``[redacted]``."""
+    body: Any = None
+    """The JSON body, or the raw text when it was not JSON."""
+
+
+def session_key(body: Any) -> str:
+    """The session a request belongs to: its ``metadata.user_id`` (the worker sends the
+    project id there), else ``"default"``."""
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    user_id = metadata.get("user_id") if isinstance(metadata, dict) else None
+    return user_id if isinstance(user_id, str) and user_id else DEFAULT_SESSION
+
+
+def redact(headers: dict[str, str]) -> dict[str, str]:
+    """Headers with credential values hidden but their presence kept."""
+    return {name: REDACTED if name in _SECRET_HEADERS else value for name, value in headers.items()}
+
+
+class ServerState:
+    """The script, the per-session cursors and the request log, safe to share across threads."""
+
+    def __init__(self, script: Script, *, log_path: Path | None = None) -> None:
+        self._script = script
+        self._log_path = log_path
+        self._lock = threading.Lock()
+        self._turns: dict[str, int] = {}
+        self._log: list[LoggedRequest] = []
+
+    @property
+    def script(self) -> Script:
+        return self._script
+
+    def take_turn(self, session: str) -> tuple[int, tuple[int, Step] | None]:
+        """Advance ``session``'s cursor; return the turn taken and the step (with its index)
+        that answers it, or None when the script is exhausted."""
+        with self._lock:
+            turn = self._turns.get(session, 0)
+            self._turns[session] = turn + 1
+        return turn, self._script.step_for(turn)
+
+    def record(self, entry: LoggedRequest) -> None:
+        """Keep ``entry`` in memory and, when the server has a log file, append it as a line."""
+        with self._lock:
+            self._log.append(entry)
+            if self._log_path is not None:
+                with self._log_path.open("a", encoding="utf-8") as log_file:
+                    log_file.write(entry.model_dump_json() + "\n")
+
+    def requests(self, session: str | None = None) -> list[LoggedRequest]:
+        """The log so far, oldest first; only ``session``'s requests when it is given."""
+        with self._lock:
+            return [entry for entry in self._log if session is None or entry.session == session]
+
+    def turns(self) -> dict[str, int]:
+        """Requests answered so far per session."""
+        with self._lock:
+            return dict(self._turns)
+
+    def reset(self, script: Script | None = None) -> None:
+        """Forget the log (in memory; the file is kept) and every cursor; optionally swap in a
+        new script."""
+        with self._lock:
+            self._log.clear()
+            self._turns.clear()
+            if script is not None:
+                self._script = script
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
