@@ -89,8 +89,13 @@ def record(
         .returning(Project.last_event_seq)
     ).scalar_one()
     row = Event(
-        project_id=project_id, seq=seq, type=type_, data=data or {},
-        agent_id=agent_id, iteration_id=iteration_id, ts=utcnow(),
+        project_id=project_id,
+        seq=seq,
+        type=type_,
+        data=data or {},
+        agent_id=agent_id,
+        iteration_id=iteration_id,
+        ts=utcnow(),
     )
     session.add(row)
     session.flush()

@@ -74,9 +74,7 @@ Money = Numeric(14, 6)
 
 def _enum(enum_type: type[Enum]) -> SAEnum:
     # Stored as plain strings so the same migration runs on Postgres and SQLite.
-    return SAEnum(
-        enum_type, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e]
-    )
+    return SAEnum(enum_type, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e])
 
 
 def _ts(nullable: bool = True) -> Mapped[Any]:

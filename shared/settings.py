@@ -42,11 +42,13 @@ class Settings(BaseSettings):
     heartbeat_interval_s: float = Field(default=5.0, description="How often a running iteration beats.")
     # Read the way the SDK reads them: no RAAS_ prefix.
     anthropic_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"),
+        default=None,
+        validation_alias=AliasChoices("ANTHROPIC_API_KEY"),
         description="Claude API key; when unset the demo uses the scripted model.",
     )
     anthropic_base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
+        default=None,
+        validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
         description="Base URL of the Messages API (the scripted model server in tests).",
     )
 

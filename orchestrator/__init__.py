@@ -1,0 +1,1 @@
+"""The coordinator (HTTP API, scheduler) and the ``raas`` CLI."""

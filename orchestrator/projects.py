@@ -1,0 +1,166 @@
+"""Creating, starting and reading projects: the rules behind the API's project routes."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from orchestrator import workspace
+from orchestrator.dispatch import Dispatcher
+from shared import events
+from shared.db import session_scope
+from shared.errors import Conflict, InvalidInput, NotFound
+from shared.events import EventBus
+from shared.models import Agent, Iteration, Message, Project, ProjectStatus, Task, utcnow
+from shared.project_config import ProjectConfig, parse_project_config
+from shared.schemas import AgentOut, EventOut, IterationOut, ProjectDetail, ProjectOut
+
+# Service files: read by the coordinator, not part of the agent's workspace.
+PROMPT_FILE = "PROMPT.md"
+CONFIG_FILE = "raas.toml"
+MAX_PROMPT_BYTES = 256 * 1024
+
+
+def read_project_files(root: Path) -> tuple[str, ProjectConfig]:
+    """PROMPT.md and raas.toml of an unpacked project directory.
+
+    Raises:
+        InvalidInput: PROMPT.md is missing, empty or too large, or raas.toml is invalid.
+    """
+    prompt_path = root / PROMPT_FILE
+    if not prompt_path.is_file():
+        msg = "project has no PROMPT.md at its top level; write the agent's instructions there"
+        raise InvalidInput(msg)
+    if prompt_path.stat().st_size > MAX_PROMPT_BYTES:
+        msg = f"PROMPT.md is larger than {MAX_PROMPT_BYTES // 1024} KiB; shorten it"
+        raise InvalidInput(msg)
+    prompt = prompt_path.read_text(encoding="utf-8", errors="replace")
+    if not prompt.strip():
+        msg = "PROMPT.md is empty; write the agent's instructions there"
+        raise InvalidInput(msg)
+    config_path = root / CONFIG_FILE
+    text = config_path.read_text(encoding="utf-8") if config_path.is_file() else ""
+    return prompt, parse_project_config(text, source=CONFIG_FILE)
+
+
+def create_project(workspaces_dir: Path, archive: Path, name: str | None, bus: EventBus) -> ProjectOut:
+    """Validate an uploaded project, create its workspace repository and its row.
+
+    Nothing is written unless the whole upload is valid.
+    """
+    with tempfile.TemporaryDirectory(prefix="raas-upload-") as tmp:
+        root = Path(tmp) / "project"
+        root.mkdir()
+        workspace.unpack_upload(archive, root)
+        prompt, config = read_project_files(root)
+        for service_file in (PROMPT_FILE, CONFIG_FILE):
+            (root / service_file).unlink(missing_ok=True)
+        project = Project(
+            name=config.name or name or "project",
+            prompt=prompt,
+            config=config.model_dump(mode="json"),
+            budget_limit_usd=config.budget.limit_usd,
+            created_at=utcnow(),
+        )
+        sha = workspace.create_repo(workspaces_dir, project.id, root)
+    project.workspace_sha = sha
+    try:
+        with session_scope() as session:
+            session.add(project)
+            session.flush()
+            event = events.record(session, project.id, events.PROJECT_CREATED, {"name": project.name})
+            out = ProjectOut.model_validate(project)
+    except Exception:
+        shutil.rmtree(workspace.repo_path(workspaces_dir, project.id), ignore_errors=True)
+        raise
+    bus.publish(event)
+    return out
+
+
+def get_project_row(session: Session, project_id: str, *, lock: bool = False) -> Project:
+    query = select(Project).where(Project.id == project_id)
+    if lock:
+        query = query.with_for_update()
+    project = session.scalars(query).one_or_none()
+    if project is None:
+        msg = f"no project {project_id!r}; `raas ls` lists your projects"
+        raise NotFound(msg)
+    return project
+
+
+def start_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
+    """Expand a created project into its task and root agent and enqueue its first iteration."""
+    with session_scope() as session:
+        project = get_project_row(session, project_id, lock=True)
+        if project.status != ProjectStatus.CREATED:
+            msg = f"project {project_id} is {project.status.value}; only a created project can be started"
+            raise Conflict(msg)
+        task = Task(project_id=project.id, key="main", title=project.name, category="builder")
+        session.add(task)
+        session.flush()
+        agent = Agent(
+            project_id=project.id, task_id=task.id, depth=0, category="builder", created_at=utcnow()
+        )
+        session.add(agent)
+        session.flush()
+        iteration = Iteration(project_id=project.id, agent_id=agent.id, number=1, created_at=utcnow())
+        session.add(iteration)
+        project.status = ProjectStatus.RUNNING
+        project.started_at = utcnow()
+        session.flush()
+        event = events.record(session, project.id, events.PROJECT_STARTED, {"workflow": "ralph"})
+        out = ProjectOut.model_validate(project)
+        iteration_id = iteration.id
+    bus.publish(event)
+    # After the commit, so a worker that claims it finds the row.
+    dispatcher.enqueue_iteration(project_id, iteration_id)
+    return out
+
+
+def project_detail(project_id: str) -> ProjectDetail:
+    with session_scope() as session:
+        project = get_project_row(session, project_id)
+        agents = session.scalars(
+            select(Agent).where(Agent.project_id == project_id).order_by(Agent.created_at)
+        )
+        iterations = session.scalars(
+            select(Iteration).where(Iteration.project_id == project_id).order_by(Iteration.created_at)
+        )
+        tokens = session.execute(
+            select(
+                func.coalesce(func.sum(Message.input_tokens), 0),
+                func.coalesce(func.sum(Message.output_tokens), 0),
+            ).where(Message.project_id == project_id)
+        ).one()
+        return ProjectDetail(
+            **ProjectOut.model_validate(project).model_dump(),
+            agents=[AgentOut.model_validate(a) for a in agents],
+            iterations=[IterationOut.model_validate(i) for i in iterations],
+            input_tokens=int(tokens[0]),
+            output_tokens=int(tokens[1]),
+            last_event_seq=project.last_event_seq,
+        )
+
+
+def get_project(project_id: str) -> ProjectOut:
+    with session_scope() as session:
+        return ProjectOut.model_validate(get_project_row(session, project_id))
+
+
+def list_projects(limit: int = 100) -> list[ProjectOut]:
+    with session_scope() as session:
+        rows = session.scalars(select(Project).order_by(Project.created_at.desc()).limit(limit))
+        return [ProjectOut.model_validate(p) for p in rows]
+
+
+def project_config(session: Session, project_id: str) -> ProjectConfig:
+    return ProjectConfig.model_validate(get_project_row(session, project_id).config)
+
+
+def event_history(project_id: str, after_seq: int = 0) -> list[EventOut]:
+    with session_scope() as session:
+        return events.history(session, project_id, after_seq, limit=100_000)

@@ -1,0 +1,51 @@
+"""``raas coordinator``: the HTTP API and the consumer of the ``coordinator`` queue, one process."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+
+import uvicorn
+
+from orchestrator.api import create_app
+from orchestrator.dispatch import CeleryDispatcher
+from shared.celery_app import COORDINATOR_QUEUE, app
+from shared.events import RedisBus
+from shared.migrate import upgrade
+from shared.settings import get_settings
+
+log = logging.getLogger(__name__)
+
+
+def run_coordinator(host: str, port: int, concurrency: int = 4) -> None:
+    """Serve the API in a thread and consume the coordinator queue in the main thread.
+
+    Celery owns the main thread so that its signal handling (warm shutdown on SIGTERM) works;
+    the API stops when the consumer does.
+    """
+    settings = get_settings()
+    upgrade(settings.database_url)
+    settings.workspaces_dir().mkdir(parents=True, exist_ok=True)
+    api = create_app(settings, CeleryDispatcher(app), RedisBus(settings.redis_url))
+    server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level="info"))
+    thread = threading.Thread(target=server.run, name="api", daemon=True)
+    thread.start()
+    import orchestrator.tasks  # noqa: F401  (registers the coordinator's tasks)
+
+    try:
+        app.worker_main(
+            [
+                "worker",
+                "--queues", COORDINATOR_QUEUE,
+                "--pool", "threads",
+                "--concurrency", str(concurrency),
+                "--hostname", f"coordinator@{socket.gethostname()}",
+                "--loglevel", "INFO",
+                "--without-mingle",
+                "--without-gossip",
+            ]
+        )
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

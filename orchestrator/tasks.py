@@ -1,0 +1,22 @@
+"""The coordinator's Celery task: an iteration reports back and the project advances."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from orchestrator import scheduler
+from orchestrator.dispatch import CeleryDispatcher
+from shared.celery_app import ADVANCE_PROJECT, app
+from shared.events import RedisBus
+from shared.settings import get_settings
+
+
+@lru_cache(maxsize=1)
+def _bus() -> RedisBus:
+    return RedisBus(get_settings().redis_url)
+
+
+@app.task(name=ADVANCE_PROJECT)
+def advance_project(project_id: str, iteration_id: str) -> None:
+    """Idempotent: a report delivered twice advances the project once."""
+    scheduler.advance(project_id, iteration_id, CeleryDispatcher(app), _bus())

@@ -1,0 +1,85 @@
+"""Running git, the one way both sides do it.
+
+Workspaces are git repositories (DESIGN.md rule 7); the coordinator owns the bare repository
+and a worker moves commits to and from it as bundles over HTTP.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from shared.errors import RaasError
+
+_BASE_CONFIG = (
+    "-c",
+    "safe.directory=*",
+    "-c",
+    "init.defaultBranch=main",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "commit.gpgsign=false",
+)
+
+
+#: The branch a worker bundles an iteration's commits under.
+RESULT_REF = "raas-result"
+
+
+class GitError(RaasError):
+    pass
+
+
+def git(cwd: Path, *args: str, env: dict[str, str] | None = None, input_: bytes | None = None) -> str:
+    """Run ``git args`` in ``cwd`` and return its stdout.
+
+    Hooks are disabled and every directory is trusted: the workspace was written by a sandboxed
+    agent as another uid, and its hooks must never run on the host.
+    """
+    proc = subprocess.run(
+        ["git", *_BASE_CONFIG, *args],
+        cwd=cwd,
+        env=env,
+        input=input_,
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        msg = f"git {args[0]} failed: {proc.stderr.decode(errors='replace').strip()}"
+        raise GitError(msg)
+    return proc.stdout.decode(errors="replace").strip()
+
+
+def commit_all(
+    workdir: Path, message: str, author_name: str, author_email: str, *, allow_empty: bool = False
+) -> bool:
+    """Commit every change in ``workdir``; False when there was nothing to commit."""
+    git(workdir, "add", "-A")
+    if not allow_empty and not git(workdir, "status", "--porcelain"):
+        return False
+    ident = f"{author_name} <{author_email}>"
+    git(
+        workdir,
+        "-c",
+        f"user.name={author_name}",
+        "-c",
+        f"user.email={author_email}",
+        "commit",
+        "-q",
+        "--no-verify",
+        "--allow-empty",
+        f"--author={ident}",
+        "-m",
+        message,
+    )
+    return True
+
+
+def head(workdir: Path) -> str:
+    return git(workdir, "rev-parse", "HEAD")
+
+
+def changed_files(workdir: Path, base: str, new: str) -> list[str]:
+    out = git(workdir, "diff", "--name-only", base, new)
+    return [line for line in out.splitlines() if line]

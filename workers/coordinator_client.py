@@ -1,0 +1,71 @@
+"""How a worker moves a workspace to and from the coordinator: git bundles over HTTP.
+
+A worker host shares no filesystem with the coordinator (DESIGN.md rule 7).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import httpx
+
+from shared.errors import ServiceUnavailable
+from shared.git import RESULT_REF, git, head
+from shared.schemas import WorkspaceReport
+
+TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+
+
+class CoordinatorClient:
+    def __init__(self, base_url: str, token: str) -> None:
+        self._http = httpx.Client(
+            base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def fetch_workspace(self, project_id: str, dest: Path) -> str:
+        """Clone the project's workspace into ``dest``; return the commit it starts from."""
+        with tempfile.TemporaryDirectory(prefix="raas-fetch-") as tmp:
+            bundle = Path(tmp) / "workspace.bundle"
+            try:
+                with self._http.stream("GET", f"/v1/projects/{project_id}/workspace.bundle") as resp:
+                    resp.raise_for_status()
+                    with bundle.open("wb") as out:
+                        for chunk in resp.iter_bytes():
+                            out.write(chunk)
+            except httpx.HTTPError as exc:
+                msg = f"could not fetch the workspace of {project_id} from the coordinator: {exc}"
+                raise ServiceUnavailable(msg) from exc
+            if dest.exists():
+                shutil.rmtree(dest)
+            git(dest.parent, "clone", "-q", "--branch", "main", str(bundle), str(dest))
+        git(dest, "remote", "remove", "origin")
+        return head(dest)
+
+    def push_workspace(self, project_id: str, iteration_id: str, workdir: Path, base_sha: str) -> WorkspaceReport:
+        """Send the commits made since ``base_sha``; the coordinator moves ``main`` to them."""
+        new_sha = head(workdir)
+        if new_sha == base_sha:
+            return WorkspaceReport(sha=base_sha, files_changed=[])
+        with tempfile.TemporaryDirectory(prefix="raas-push-") as tmp:
+            bundle = Path(tmp) / "iteration.bundle"
+            # A ref of our own: the agent may have switched branches inside the sandbox.
+            git(workdir, "update-ref", f"refs/heads/{RESULT_REF}", new_sha)
+            git(workdir, "bundle", "create", "-q", str(bundle), f"{base_sha}..{RESULT_REF}")
+            try:
+                resp = self._http.post(
+                    f"/v1/projects/{project_id}/iterations/{iteration_id}/workspace",
+                    params={"base": base_sha},
+                    content=bundle.read_bytes(),
+                )
+            except httpx.HTTPError as exc:
+                msg = f"could not send the workspace of iteration {iteration_id} to the coordinator: {exc}"
+                raise ServiceUnavailable(msg) from exc
+        if resp.status_code != 200:
+            msg = f"coordinator refused the workspace of iteration {iteration_id}: {resp.text}"
+            raise ServiceUnavailable(msg)
+        return WorkspaceReport.model_validate(resp.json())

@@ -1,0 +1,176 @@
+"""What a worker writes to the database: claiming an iteration, its messages, its end.
+
+The iteration row is the idempotency key (DESIGN.md rule 3): it is claimed with one
+conditional UPDATE, so a message delivered twice runs the iteration once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import func, select, update
+
+from shared.db import session_scope
+from shared.models import Agent, AgentStatus, Iteration, IterationStatus, Message, Project, Task, utcnow
+from shared.pricing import Usage, cost_usd, find_price
+from shared.project_config import ProjectConfig
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Everything an iteration needs, read once when it is claimed."""
+
+    project_id: str
+    iteration_id: str
+    agent_id: str
+    number: int
+    attempt: int
+    project_name: str
+    prompt: str
+    task_title: str
+    task_description: str
+    config: ProjectConfig
+
+
+def claim(iteration_id: str, worker: str) -> Claim | None:
+    """Take a queued iteration for this worker; None when it is not queued (already taken or done)."""
+    now = utcnow()
+    with session_scope() as session:
+        row = session.execute(
+            update(Iteration)
+            .where(Iteration.id == iteration_id, Iteration.status == IterationStatus.QUEUED)
+            .values(
+                status=IterationStatus.RUNNING,
+                attempt=Iteration.attempt + 1,
+                worker=worker,
+                heartbeat_at=now,
+                started_at=now,
+            )
+            .returning(Iteration.project_id, Iteration.agent_id, Iteration.number, Iteration.attempt)
+        ).one_or_none()
+        if row is None:
+            return None
+        project = session.get_one(Project, row.project_id)
+        agent = session.get_one(Agent, row.agent_id)
+        agent.status = AgentStatus.WORKING
+        task = session.get(Task, agent.task_id) if agent.task_id else None
+        return Claim(
+            project_id=row.project_id,
+            iteration_id=iteration_id,
+            agent_id=row.agent_id,
+            number=row.number,
+            attempt=row.attempt,
+            project_name=project.name,
+            prompt=project.prompt,
+            task_title=task.title if task else project.name,
+            task_description=task.description if task else "",
+            config=ProjectConfig.model_validate(project.config),
+        )
+
+
+def beat(iteration_id: str) -> None:
+    with session_scope() as session:
+        session.execute(
+            update(Iteration)
+            .where(Iteration.id == iteration_id, Iteration.status == IterationStatus.RUNNING)
+            .values(heartbeat_at=utcnow())
+        )
+
+
+def next_message_seq(iteration_id: str) -> int:
+    with session_scope() as session:
+        current = session.scalar(select(func.max(Message.seq)).where(Message.iteration_id == iteration_id))
+        return 0 if current is None else current + 1
+
+
+def store_message(
+    claim: Claim,
+    seq: int,
+    role: str,
+    content: list[Any],
+    *,
+    model: str | None = None,
+    usage: Usage | None = None,
+    stop_reason: str | None = None,
+    duration_s: float | None = None,
+) -> Decimal:
+    """Store one message; an assistant message's usage is priced and added to every total.
+
+    Returns:
+        The call's cost in USD (0 for messages without usage).
+    """
+    cost = Decimal(0)
+    if usage is not None and model is not None:
+        price = find_price(model, claim.config.pricing)
+        cost = cost_usd(usage, price) if price is not None else Decimal(0)
+    usage = usage or Usage()
+    with session_scope() as session:
+        session.add(
+            Message(
+                project_id=claim.project_id, agent_id=claim.agent_id, iteration_id=claim.iteration_id,
+                seq=seq, role=role, content=content, model=model, stop_reason=stop_reason,
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                cache_creation_input_tokens=usage.cache_creation_input_tokens,
+                cache_read_input_tokens=usage.cache_read_input_tokens,
+                cost_usd=cost, duration_s=duration_s, created_at=utcnow(),
+            )
+        )
+        if cost or usage.total_tokens():
+            _add_totals(session, claim, usage, cost)
+    return cost
+
+
+def _add_totals(session: Any, claim: Claim, usage: Usage, cost: Decimal) -> None:
+    session.execute(
+        update(Project).where(Project.id == claim.project_id).values(spent_usd=Project.spent_usd + cost)
+    )
+    session.execute(
+        update(Agent)
+        .where(Agent.id == claim.agent_id)
+        .values(
+            input_tokens=Agent.input_tokens + usage.input_tokens,
+            output_tokens=Agent.output_tokens + usage.output_tokens,
+            cost_usd=Agent.cost_usd + cost,
+        )
+    )
+    session.execute(
+        update(Iteration).where(Iteration.id == claim.iteration_id).values(cost_usd=Iteration.cost_usd + cost)
+    )
+
+
+@dataclass
+class Outcome:
+    """How an iteration ended."""
+
+    completed_task: bool = False
+    summary: str | None = None
+    error: str | None = None
+    commit_sha: str | None = None
+    base_sha: str | None = None
+    files_changed: list[str] | None = None
+    finished_at: datetime | None = None
+
+
+def finish(claim: Claim, outcome: Outcome) -> None:
+    status = IterationStatus.FAILED if outcome.error else IterationStatus.SUCCEEDED
+    with session_scope() as session:
+        session.execute(
+            update(Iteration)
+            .where(Iteration.id == claim.iteration_id)
+            .values(
+                status=status,
+                completed_task=outcome.completed_task,
+                summary=outcome.summary,
+                error=outcome.error,
+                base_sha=outcome.base_sha,
+                commit_sha=outcome.commit_sha,
+                files_changed=outcome.files_changed or [],
+                finished_at=utcnow(),
+            )
+        )
+        agent = session.get_one(Agent, claim.agent_id)
+        agent.iterations += 1
+        agent.status = AgentStatus.ERROR if outcome.error else AgentStatus.IDLE
