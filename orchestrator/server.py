@@ -37,11 +37,16 @@ def run_coordinator(host: str, port: int, concurrency: int = 4) -> None:
         app.worker_main(
             [
                 "worker",
-                "--queues", COORDINATOR_QUEUE,
-                "--pool", "threads",
-                "--concurrency", str(concurrency),
-                "--hostname", f"coordinator@{socket.gethostname()}",
-                "--loglevel", "INFO",
+                "--queues",
+                COORDINATOR_QUEUE,
+                "--pool",
+                "threads",
+                "--concurrency",
+                str(concurrency),
+                "--hostname",
+                f"coordinator@{socket.gethostname()}",
+                "--loglevel",
+                "INFO",
                 "--without-mingle",
                 "--without-gossip",
             ]

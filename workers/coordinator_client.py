@@ -46,7 +46,9 @@ class CoordinatorClient:
         git(dest, "remote", "remove", "origin")
         return head(dest)
 
-    def push_workspace(self, project_id: str, iteration_id: str, workdir: Path, base_sha: str) -> WorkspaceReport:
+    def push_workspace(
+        self, project_id: str, iteration_id: str, workdir: Path, base_sha: str
+    ) -> WorkspaceReport:
         """Send the commits made since ``base_sha``; the coordinator moves ``main`` to them."""
         new_sha = head(workdir)
         if new_sha == base_sha:

@@ -110,12 +110,21 @@ def store_message(
     with session_scope() as session:
         session.add(
             Message(
-                project_id=claim.project_id, agent_id=claim.agent_id, iteration_id=claim.iteration_id,
-                seq=seq, role=role, content=content, model=model, stop_reason=stop_reason,
-                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                project_id=claim.project_id,
+                agent_id=claim.agent_id,
+                iteration_id=claim.iteration_id,
+                seq=seq,
+                role=role,
+                content=content,
+                model=model,
+                stop_reason=stop_reason,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
                 cache_creation_input_tokens=usage.cache_creation_input_tokens,
                 cache_read_input_tokens=usage.cache_read_input_tokens,
-                cost_usd=cost, duration_s=duration_s, created_at=utcnow(),
+                cost_usd=cost,
+                duration_s=duration_s,
+                created_at=utcnow(),
             )
         )
         if cost or usage.total_tokens():

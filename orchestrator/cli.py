@@ -1,0 +1,171 @@
+"""The ``raas`` command line: a thin edge that parses, calls the core or the API, and formats.
+
+Errors from the core come back as one line on stderr and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from shared.errors import InvalidInput, RaasError, ServiceUnavailable
+from shared.events import TERMINAL_EVENTS
+from shared.schemas import EventOut
+from shared.settings import get_settings
+
+app = typer.Typer(name="raas", help="Constellation: Ralph-as-a-Service.", no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+EXIT_FOR_STATUS = {"completed": 0, "failed": 1, "stopped": 1, "paused": 2}
+
+
+def _api() -> Any:
+    from orchestrator.client import CoordinatorAPI
+
+    settings = get_settings()
+    return CoordinatorAPI(settings.coordinator_url, settings.api_token.get_secret_value())
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+@app.command()
+def submit(
+    directory: Annotated[Path, typer.Argument(help="Project directory with PROMPT.md (and raas.toml).")],
+    as_json: JsonFlag = False,
+    start: Annotated[bool, typer.Option(help="Start the project right away.")] = True,
+) -> None:
+    """Upload a project directory to the coordinator and start it; print its id."""
+    from orchestrator.client import pack_directory
+    from orchestrator.projects import read_project_files
+
+    if not directory.is_dir():
+        msg = f"{directory} is not a directory; pass the project directory"
+        raise InvalidInput(msg)
+    read_project_files(directory)  # the same checks the coordinator makes, before any upload
+    api = _api()
+    project = api.create_project(pack_directory(directory), directory.resolve().name)
+    if start:
+        project = api.start_project(project["id"])
+    if as_json:
+        _print_json(project)
+    else:
+        sys.stdout.write(project["id"] + "\n")
+
+
+@app.command()
+def status(project_id: str, as_json: JsonFlag = False) -> None:
+    """Show a project's status, agents and iterations."""
+    project = _api().project(project_id)
+    if as_json:
+        _print_json(project)
+        return
+    out.print(
+        f"[bold]{project['name']}[/bold] {project['id']}  status: [bold]{project['status']}[/bold]"
+        + (f" ({project['status_reason']})" if project["status_reason"] else "")
+    )
+    out.print(
+        f"cost: ${float(project['spent_usd']):.4f} of ${float(project['budget_limit_usd']):.2f}   "
+        f"tokens: {project['input_tokens']} in / {project['output_tokens']} out"
+    )
+    for it in project["iterations"]:
+        mark = "done" if it["completed_task"] else (it["error"] or it["status"])
+        out.print(f"  iteration {it['number']:>3}  {it['status']:<9}  ${float(it['cost_usd']):.4f}  {mark}")
+
+
+def format_event(event: EventOut) -> str:
+    data = event.data
+    if event.type == "agent_output_chunk":
+        body = data.get("text", "")
+    elif event.type in ("agent_tool_call", "tool_executed"):
+        shown = data.get("input") if "input" in data else data.get("output")
+        body = f"{data.get('tool')} {json.dumps(shown)[:160]}"
+    else:
+        body = json.dumps(data, default=str)[:300]
+    return f"{event.seq:>5} {event.ts:%H:%M:%S} {event.type:<20} {body}"
+
+
+@app.command()
+def follow(project_id: str, as_json: JsonFlag = False) -> None:
+    """Print a project's events live, in order, until it ends (reconnecting if the link drops)."""
+    api = _api()
+    last, final = 0, None
+    for attempt in range(30):
+        try:
+            for event in api.events(project_id, after=last, follow=True):
+                last = event.seq
+                sys.stdout.write((event.model_dump_json() if as_json else format_event(event)) + "\n")
+                sys.stdout.flush()
+                if event.type in TERMINAL_EVENTS:
+                    final = event.type
+            break
+        except ServiceUnavailable:
+            if attempt == 29:
+                raise
+            time.sleep(1)
+    if final is None:
+        raise typer.Exit(1)
+    raise typer.Exit(EXIT_FOR_STATUS.get(final.removeprefix("project_"), 1))
+
+
+@app.command()
+def migrate(
+    url: Annotated[str | None, typer.Option(help="Database URL (default RAAS_DATABASE_URL).")] = None,
+) -> None:
+    """Create or upgrade the database schema."""
+    from shared.migrate import upgrade
+
+    upgrade(url or get_settings().database_url)
+    err.print("database is up to date")
+
+
+@app.command()
+def coordinator(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8700,
+) -> None:
+    """Run the coordinator: the HTTP API and the scheduler."""
+    from orchestrator.server import run_coordinator
+
+    run_coordinator(host, port)
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[int, typer.Option(help="Iterations run at once.")] = 2,
+    name: Annotated[str | None, typer.Option(help="Celery node name (default iterations@HOST).")] = None,
+) -> None:
+    """Run a worker on the iterations queue."""
+    from workers.main import run_worker
+
+    run_worker(concurrency, name)
+
+
+@app.command("scripted-model")
+def scripted_model(
+    script: Annotated[Path, typer.Option(help="Script file (JSON).", exists=True, dir_okay=False)],
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 8765,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    log: Annotated[Path | None, typer.Option(help="Append every request as a JSON line here.")] = None,
+) -> None:
+    """Serve the scripted model: the Anthropic Messages API answered from a script."""
+    from workers.scripted_model.server import serve
+
+    serve(script, host=host, port=port, log_path=log)
+
+
+def main() -> None:
+    try:
+        app()
+    except RaasError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(1)

@@ -1,0 +1,104 @@
+"""The CLI's HTTP client for the coordinator: errors come back as the same error tree."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from shared import errors
+from shared.schemas import EventOut
+
+_ERRORS: dict[int, type[errors.RaasError]] = {
+    401: errors.Unauthorized,
+    404: errors.NotFound,
+    409: errors.Conflict,
+    413: errors.InvalidInput,
+    422: errors.InvalidInput,
+    400: errors.InvalidInput,
+}
+EXCLUDED_DIRS = {".git", "__pycache__", ".venv", "node_modules"}
+
+
+def pack_directory(root: Path) -> bytes:
+    """A gzipped tar of ``root``'s contents, without VCS and cache directories."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root)
+            if EXCLUDED_DIRS.intersection(rel.parts):
+                continue
+            tar.add(path, arcname=rel.as_posix(), recursive=False)
+    return buffer.getvalue()
+
+
+class CoordinatorAPI:
+    def __init__(self, base_url: str, token: str, timeout_s: float = 30.0) -> None:
+        self.base_url = base_url
+        self._http = httpx.Client(
+            base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout_s
+        )
+
+    def _raise_for(self, response: httpx.Response) -> None:
+        if response.is_success:
+            return
+        try:
+            detail = response.json().get("detail", response.text)
+        except (json.JSONDecodeError, AttributeError):
+            detail = response.text
+        raise _ERRORS.get(response.status_code, errors.RaasError)(str(detail))
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            msg = (
+                f"the coordinator at {self.base_url} does not answer ({type(exc).__name__}); "
+                "start it with `raas coordinator` or set RAAS_COORDINATOR_URL"
+            )
+            raise errors.ServiceUnavailable(msg) from exc
+        self._raise_for(response)
+        return response.json()
+
+    def create_project(self, archive: bytes, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "POST",
+            "/v1/projects",
+            params={"name": name},
+            content=archive,
+            headers={"Content-Type": "application/gzip"},
+        )
+        return result
+
+    def start_project(self, project_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("POST", f"/v1/projects/{project_id}/start")
+        return result
+
+    def project(self, project_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"/v1/projects/{project_id}")
+        return result
+
+    def events(self, project_id: str, after: int = 0, follow: bool = True) -> Iterator[EventOut]:
+        """Events from ``after`` on; with ``follow`` the stream lasts until the project ends."""
+        params = {"after": after, "follow": str(follow).lower()}
+        try:
+            with self._http.stream(
+                "GET",
+                f"/v1/projects/{project_id}/events",
+                params=params,
+                timeout=httpx.Timeout(30.0, read=None),
+            ) as response:
+                if not response.is_success:
+                    response.read()
+                    self._raise_for(response)
+                for line in response.iter_lines():
+                    if line.strip():
+                        yield EventOut.model_validate_json(line)
+        except httpx.TransportError as exc:
+            msg = f"lost the coordinator at {self.base_url} while following ({type(exc).__name__})"
+            raise errors.ServiceUnavailable(msg) from exc

@@ -1,0 +1,148 @@
+"""Running one claimed iteration end to end: workspace in, sandbox up, session, commit back.
+
+Whatever goes wrong inside, the iteration is recorded as failed with the reason and the
+coordinator is told; an exception never escapes to kill the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from shared import events
+from shared.events import EventBus
+from shared.git import commit_all
+from shared.settings import Settings
+from workers import llm, records
+from workers.coordinator_client import CoordinatorClient
+from workers.records import Claim, Outcome
+from workers.sandbox.base import SandboxLimits
+from workers.sandbox.docker import DockerSandbox
+from workers.session import AgentSession
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def heartbeat(iteration_id: str, interval_s: float) -> Iterator[None]:
+    """Beat on the iteration row while the body runs, so the reconcile loop knows we live."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(interval_s):
+            try:
+                records.beat(iteration_id)
+            except Exception:
+                log.warning("heartbeat of %s failed", iteration_id, exc_info=True)
+
+    thread = threading.Thread(target=loop, name=f"heartbeat-{iteration_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+class IterationRunner:
+    def __init__(self, settings: Settings, bus: EventBus, worker_name: str) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.worker_name = worker_name
+
+    def _emitter(self, claim: Claim) -> Any:
+        def emit(type_: str, data: dict[str, Any]) -> None:
+            events.emit(
+                self.bus,
+                claim.project_id,
+                type_,
+                data,
+                agent_id=claim.agent_id,
+                iteration_id=claim.iteration_id,
+            )
+
+        return emit
+
+    def run(self, iteration_id: str) -> Claim | None:
+        """Run the iteration if this worker can claim it; return the claim (None if not ours)."""
+        claim = records.claim(iteration_id, self.worker_name)
+        if claim is None:
+            log.info("iteration %s is not queued; nothing to do", iteration_id)
+            return None
+        emit = self._emitter(claim)
+        emit(
+            events.ITERATION_STARTED,
+            {"number": claim.number, "attempt": claim.attempt, "worker": self.worker_name},
+        )
+        with heartbeat(iteration_id, self.settings.heartbeat_interval_s):
+            outcome = self._execute(claim, emit)
+        records.finish(claim, outcome)
+        if outcome.error:
+            emit(events.ITERATION_ERROR, {"number": claim.number, "error": outcome.error})
+        else:
+            emit(
+                events.ITERATION_COMPLETE,
+                {
+                    "number": claim.number,
+                    "completed_task": outcome.completed_task,
+                    "summary": outcome.summary,
+                    "files_changed": outcome.files_changed or [],
+                    "commit": outcome.commit_sha,
+                },
+            )
+        return claim
+
+    def _execute(self, claim: Claim, emit: Any) -> Outcome:
+        workdir = self.settings.scratch_dir() / f"{claim.iteration_id}-{claim.attempt}"
+        workdir.parent.mkdir(parents=True, exist_ok=True)
+        coordinator = CoordinatorClient(
+            self.settings.coordinator_url, self.settings.api_token.get_secret_value()
+        )
+        outcome = Outcome()
+        try:
+            outcome.base_sha = coordinator.fetch_workspace(claim.project_id, workdir)
+            result = self._session(claim, workdir, emit)
+            outcome.completed_task, outcome.summary = result.completed, result.summary
+            commit_all(
+                workdir,
+                f"Iteration {claim.number}: {claim.task_title}",
+                f"agent-{claim.agent_id}",
+                f"agent-{claim.agent_id}@constellation.local",
+            )
+            report = coordinator.push_workspace(
+                claim.project_id, claim.iteration_id, workdir, outcome.base_sha
+            )
+            outcome.commit_sha, outcome.files_changed = report.sha, report.files_changed
+        except Exception as exc:
+            log.exception("iteration %s failed", claim.iteration_id)
+            outcome.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            coordinator.close()
+            shutil.rmtree(workdir, ignore_errors=True)
+        return outcome
+
+    def _session(self, claim: Claim, workdir: Path, emit: Any) -> Any:
+        client = llm.make_client(self.settings)
+        labels = {
+            "raas.project": claim.project_id,
+            "raas.iteration": claim.iteration_id,
+            "raas.attempt": str(claim.attempt),
+            "raas.worker": self.worker_name,
+        }
+        sandbox = DockerSandbox.start(
+            image=self.settings.sandbox_image,
+            host_workspace=workdir,
+            limits=SandboxLimits.model_validate(claim.config.sandbox.model_dump()),
+            labels=labels,
+            name=f"raas-{claim.iteration_id}-{claim.attempt}",
+        )
+        try:
+            return AgentSession(claim, sandbox, client, emit).run()
+        finally:
+            sandbox.close()
+            client.close()

@@ -1,0 +1,35 @@
+"""The worker's Celery task: one ``run_iteration`` per iteration."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from functools import lru_cache
+
+from celery import Task
+
+from shared.celery_app import ADVANCE_PROJECT, COORDINATOR_QUEUE, RUN_ITERATION, app
+from shared.events import RedisBus
+from shared.settings import get_settings
+from workers.iteration import IterationRunner
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=1)
+def _runner(worker_name: str) -> IterationRunner:
+    settings = get_settings()
+    return IterationRunner(settings, RedisBus(settings.redis_url), worker_name)
+
+
+@app.task(name=RUN_ITERATION, bind=True)
+def run_iteration(self: Task, project_id: str, iteration_id: str) -> None:
+    """Run the iteration (if it is still queued) and ask the coordinator to advance the project."""
+    worker = self.request.hostname or socket.gethostname()
+    claim = _runner(worker).run(iteration_id)
+    if claim is not None:
+        app.send_task(
+            ADVANCE_PROJECT,
+            kwargs={"project_id": project_id, "iteration_id": iteration_id},
+            queue=COORDINATOR_QUEUE,
+        )
