@@ -167,5 +167,10 @@ def main() -> None:
     try:
         app()
     except RaasError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        # One line, never wrapped: scripts and tests read it.
+        sys.stderr.write("error: " + " ".join(str(exc).split()) + "\n")
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

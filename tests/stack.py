@@ -1,0 +1,113 @@
+"""Real processes for end-to-end tests: scripted model, coordinator and workers.
+
+Each runs as its own ``raas`` process with its own log file, on loopback ports chosen free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+RAAS = [sys.executable, "-m", "orchestrator.cli"]
+ROOT_DIR = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_http(url: str, timeout_s: float = 60.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            msg = f"process for {url} exited with {proc.returncode}"
+            raise RuntimeError(msg)
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    msg = f"{url} did not answer within {timeout_s}s"
+    raise TimeoutError(msg)
+
+
+@dataclass
+class Stack:
+    """A coordinator, N workers and a scripted model, as separate processes."""
+
+    log_dir: Path
+    script: Path
+    env: dict[str, str] = field(default_factory=dict)
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    model_port: int = field(default_factory=free_port)
+    coordinator_port: int = field(default_factory=free_port)
+
+    def __post_init__(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.env = {
+            **os.environ,
+            "RAAS_COORDINATOR_URL": f"http://127.0.0.1:{self.coordinator_port}",
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{self.model_port}",
+            "PYTHONUNBUFFERED": "1",
+            **self.env,
+        }
+
+    def spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        with (self.log_dir / f"{name}.log").open("ab") as log:
+            proc = subprocess.Popen([*RAAS, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        self.procs[name] = proc
+        return proc
+
+    def start(self, workers: int = 1) -> Stack:
+        model = self.spawn("scripted-model", ["scripted-model", "--script", str(self.script),
+                                              "--port", str(self.model_port)])
+        wait_http(f"http://127.0.0.1:{self.model_port}/_scripted/health", proc=model)
+        coord = self.spawn("coordinator", ["coordinator", "--port", str(self.coordinator_port)])
+        wait_http(f"http://127.0.0.1:{self.coordinator_port}/healthz", proc=coord)
+        for index in range(workers):
+            self.spawn(f"worker{index}", ["worker", "--concurrency", "1", "--name", f"w{index}@%h"])
+        return self
+
+    def cli(self, *args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*RAAS, *args], env=self.env, capture_output=True, text=True, timeout=timeout_s)
+
+    def model_requests(self) -> list[dict[str, Any]]:
+        response = httpx.get(f"http://127.0.0.1:{self.model_port}/_scripted/requests", timeout=10)
+        response.raise_for_status()
+        data: list[dict[str, Any]] = response.json()
+        return data
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in self.log_dir.glob("*.log"))
+
+
+def parse_json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
