@@ -77,7 +77,7 @@ python_env() {
     fi
 }
 
-apt_install git ca-certificates debootstrap iproute2 postgresql-client redis-tools
+apt_install git curl ca-certificates debootstrap iproute2 postgresql-client redis-tools
 start_postgres
 start_redis
 start_docker
