@@ -7,10 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from shared.errors import InvalidInput
-from workers.scripted_model.script import ErrorStep, MessageStep, ReplayStep, Script
+from workers.scripted_model.script import (
+    ErrorSpec,
+    ErrorStep,
+    MessageStep,
+    ReplayStep,
+    Script,
+    ToolUseBlock,
+    Usage,
+)
 from workers.scripted_model.sse import json_chunks, text_chunks
 
 pytestmark = pytest.mark.unit
@@ -204,3 +212,26 @@ def test_tool_input_json_is_cut_mid_token_and_joins_back() -> None:
     assert "".join(chunks) == json.dumps(value)
     assert len(chunks) > 4
     assert all(len(chunk) <= 7 for chunk in chunks)
+
+
+DOCS = Path(__file__).parents[2] / "docs" / "scripted-model.md"
+
+
+def test_the_documented_example_is_a_valid_script() -> None:
+    example = DOCS.read_text(encoding="utf-8").split("### A complete example", 1)[1]
+    data = json.loads(example.split("```json", 1)[1].split("```", 1)[0])
+
+    script = Script.model_validate(data)
+
+    assert [type(step).__name__ for step in script.responses] == [
+        "ErrorStep", "MessageStep", "ErrorStep", "MessageStep", "ReplayStep", "MessageStep",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "model", [Script, MessageStep, ErrorStep, ReplayStep, ErrorSpec, Usage, ToolUseBlock]
+)
+def test_every_script_key_is_documented(model: type[BaseModel]) -> None:
+    documented = DOCS.read_text(encoding="utf-8")
+
+    assert [key for key in model.model_fields if f"`{key}`" not in documented] == []
