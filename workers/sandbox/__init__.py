@@ -1,0 +1,10 @@
+"""Where an iteration's tools run: a hardened Docker container, or a local subprocess.
+
+``base`` holds the interface and limits; ``docker`` the production sandbox (with ``channel``,
+``helper`` and ``fallback`` behind it); ``local`` the no-Docker one; ``reaper`` removes the
+containers of dead iterations.
+"""
+
+from workers.sandbox.base import ExecResult, Sandbox, SandboxLimits
+
+__all__ = ["ExecResult", "Sandbox", "SandboxLimits"]

@@ -1,0 +1,313 @@
+"""One hardened Docker container per iteration attempt; every tool call runs inside it.
+
+The container runs ``sleep infinity`` (under docker-init, which reaps orphans so that dead
+processes never hold PIDs) and the in-container helper is started once with ``docker exec``;
+each tool call is then one JSON line each way on that open stream. A client-side deadline
+guards every call (docker-py has no exec timeout): on overrun the container is killed and the
+call raises :class:`~shared.errors.ToolTimeout`.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.types import LogConfig
+
+from shared.errors import SandboxError, SandboxStartError, ToolTimeout
+from workers.sandbox import helper
+from workers.sandbox.base import ExecResult, Sandbox, SandboxLimits
+from workers.sandbox.channel import DeadlineExceeded, HelperClient, StreamClosed, b64
+from workers.sandbox.fallback import ShellOps
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+WORKSPACE = "/workspace"
+SANDBOX_UID = SANDBOX_GID = 1000
+MANAGED_LABEL = "raas.managed"
+FILE_OP_TIMEOUT_S = 30.0
+READ_LIMIT_BYTES = 32 * 1024**2
+HELPER_START_TIMEOUT_S = 30.0
+_DEADLINE_MARGIN_S = 5.0
+# Everything a command sees of the environment: nothing of the host's is passed in.
+SANDBOX_ENV = {
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+}
+BUILD_HINT = "build it with deploy/sandbox/build-offline.sh (no registry needed)"
+
+
+def host_config(client: docker.DockerClient, host_workspace: Path, limits: SandboxLimits) -> dict[str, Any]:
+    """The hardening of DESIGN.md rule 4, as Docker host configuration."""
+    memory = limits.memory_bytes
+    cpus = min(limits.cpus, float(os.cpu_count() or 1))  # Docker refuses more than the host has
+    config: dict[str, Any] = client.api.create_host_config(
+        binds={str(host_workspace): {"bind": WORKSPACE, "mode": "rw"}},
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        read_only=True,
+        tmpfs={"/tmp": f"rw,nosuid,nodev,size={memory},mode=1777"},
+        mem_limit=memory,
+        memswap_limit=memory,  # no swap: the memory limit is the limit
+        nano_cpus=int(cpus * 1e9),
+        pids_limit=limits.pids,
+        network_mode="bridge" if limits.network else "none",
+        init=True,
+        ipc_mode="private",
+        log_config=LogConfig(type="none"),
+    )
+    return config
+
+
+def chown_workspace(root: Path) -> None:
+    """Give the workspace to the sandbox user (1000:1000) so that it can write there."""
+    try:
+        for path in [root, *root.rglob("*")]:
+            st = path.lstat()
+            if (st.st_uid, st.st_gid) != (SANDBOX_UID, SANDBOX_GID):
+                os.lchown(path, SANDBOX_UID, SANDBOX_GID)
+    except PermissionError as e:
+        msg = (
+            f"cannot give {e.filename} to uid {SANDBOX_UID}, the sandbox user: run the worker as root "
+            f"or as uid {SANDBOX_UID}, or create the workspace owned by it"
+        )
+        raise SandboxStartError(msg) from e
+
+
+class DockerSandbox(Sandbox):
+    """A running sandbox container; make one with :meth:`start`, end it with :meth:`close`."""
+
+    workspace_path = WORKSPACE
+
+    def __init__(self, client: docker.DockerClient, container_id: str, name: str, limits: SandboxLimits):
+        self.client = client
+        self.container_id = container_id
+        self.name = name
+        self.limits = limits
+        self._helper: HelperClient | None = None
+        self._shell: ShellOps | None = None
+        self._lock = threading.Lock()
+        self._killed: str | None = None
+        self._closed = False
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        image: str,
+        host_workspace: Path,
+        limits: SandboxLimits,
+        labels: dict[str, str],
+        name: str,
+        client: docker.DockerClient | None = None,
+    ) -> DockerSandbox:
+        """Create and start the container and its helper.
+
+        Raises:
+            SandboxStartError: no Docker engine, no such image, the name is taken, or the
+                container or its helper did not start.
+        """
+        try:
+            client = client or docker.from_env()
+        except DockerException as e:
+            msg = f"cannot reach the Docker engine: {e}"
+            raise SandboxStartError(msg) from e
+        workspace = host_workspace.resolve()
+        chown_workspace(workspace)
+        container_id = _create(client, image, workspace, limits, labels, name)
+        sandbox = cls(client, container_id, name, limits)
+        try:
+            client.api.start(container_id)
+            sandbox._connect()
+        except Exception as e:
+            sandbox.close()
+            if isinstance(e, SandboxStartError):
+                raise
+            msg = f"sandbox {name} did not start: {e}"
+            raise SandboxStartError(msg) from e
+        log.debug("sandbox %s started (%s)", name, "helper" if sandbox._helper else "shell fallback")
+        return sandbox
+
+    @property
+    def uses_helper(self) -> bool:
+        """False when the image has no python3 and every call is a plain ``docker exec``."""
+        return self._helper is not None
+
+    def run(self, command: str, timeout_s: float | None = None) -> ExecResult:
+        timeout = self.limits.command_timeout_s if timeout_s is None else timeout_s
+        if timeout <= 0:
+            msg = f"timeout_s must be positive, not {timeout}"
+            raise ValueError(msg)
+        limit = self.limits.output_limit_bytes
+        result = self._call(
+            "run",
+            timeout + helper.BACKSTOP_S + _DEADLINE_MARGIN_S,
+            lambda h, t: h.request("run", t, command=command, timeout_s=timeout, limit=limit),
+            lambda s: s.run(command, timeout, limit),
+        )
+        return _exec_result(result)
+
+    def read_file(self, path: str) -> bytes:
+        return self._call(
+            "read",
+            FILE_OP_TIMEOUT_S,
+            lambda h, t: _unb64(h.request("read", t, path=path, max_bytes=READ_LIMIT_BYTES)["data"]),
+            lambda s: s.read(path, READ_LIMIT_BYTES),
+        )
+
+    def write_file(self, path: str, data: bytes) -> None:
+        self._call(
+            "write",
+            FILE_OP_TIMEOUT_S,
+            lambda h, t: h.request("write", t, path=path, data=b64(data)),
+            lambda s: s.write(path, data),
+        )
+
+    def list_glob(self, pattern: str) -> list[str]:
+        return self._call(
+            "glob",
+            FILE_OP_TIMEOUT_S,
+            lambda h, t: list(h.request("glob", t, pattern=pattern)["paths"]),
+            lambda s: s.glob(pattern),
+        )
+
+    def grep(
+        self, pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False
+    ) -> ExecResult:
+        timeout, limit = self.limits.command_timeout_s, self.limits.output_limit_bytes
+        result = self._call(
+            "grep",
+            timeout + helper.BACKSTOP_S + _DEADLINE_MARGIN_S,
+            lambda h, t: h.request(
+                "grep",
+                t,
+                pattern=pattern,
+                path=path,
+                glob=glob,
+                ignore_case=ignore_case,
+                timeout_s=timeout,
+                limit=limit,
+            ),
+            lambda s: s.grep(pattern, path, glob, ignore_case, timeout_s=timeout, limit=limit),
+        )
+        return _exec_result(result)
+
+    def close(self) -> None:
+        """Stop the helper and remove the container (killing whatever runs in it)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._helper is not None:
+            self._helper.close()
+        try:
+            self.client.api.remove_container(self.container_id, force=True)
+        except NotFound:
+            pass
+        except APIError as e:  # the reaper removes it later: it is labelled
+            log.warning("could not remove sandbox %s: %s", self.name, e)
+
+    def _connect(self) -> None:
+        api = self.client.api
+        self._helper = HelperClient.start(api, self.container_id, WORKSPACE, HELPER_START_TIMEOUT_S)
+        if self._helper is None:
+            log.info("image of sandbox %s has no python3; using one docker exec per call", self.name)
+            self._shell = ShellOps(api, self.container_id, WORKSPACE, FILE_OP_TIMEOUT_S)
+
+    def _call(
+        self,
+        op: str,
+        timeout_s: float,
+        via_helper: Callable[[HelperClient, float], T],
+        via_shell: Callable[[ShellOps], T],
+    ) -> T:
+        """Run one operation under a deadline; kill the container if it is overrun."""
+        with self._lock:
+            if self._closed or self._killed:
+                msg = f"sandbox {self.name} is {'closed' if self._closed else self._killed}"
+                raise SandboxError(msg)
+            try:
+                if self._helper is not None:
+                    return via_helper(self._helper, timeout_s)
+                assert self._shell is not None
+                return via_shell(self._shell)
+            except DeadlineExceeded as e:
+                self._kill(f"killed after {op} overran its {timeout_s:.0f} s deadline")
+                msg = f"the sandbox did not answer {op} within {timeout_s:.0f} s and was killed"
+                raise ToolTimeout(msg) from e
+            except StreamClosed as e:
+                self._restart_helper()
+                msg = f"the sandbox helper stopped during {op} (out of memory?) and was restarted: {e}"
+                raise SandboxError(msg) from e
+
+    def _kill(self, reason: str) -> None:
+        self._killed = reason
+        log.warning("sandbox %s %s", self.name, reason)
+        try:
+            self.client.api.kill(self.container_id)
+        except APIError as e:
+            log.warning("could not kill sandbox %s: %s", self.name, e)
+
+    def _restart_helper(self) -> None:
+        if self._helper is not None:
+            self._helper.close()
+        try:
+            self._connect()
+        except Exception as e:
+            self._killed = f"broken (its helper could not restart: {e})"
+
+
+def _create(
+    client: docker.DockerClient,
+    image: str,
+    workspace: Path,
+    limits: SandboxLimits,
+    labels: dict[str, str],
+    name: str,
+) -> str:
+    try:
+        created = client.api.create_container(
+            image,
+            command=["sleep", "infinity"],
+            name=name,
+            user=f"{SANDBOX_UID}:{SANDBOX_GID}",
+            working_dir=WORKSPACE,
+            environment=SANDBOX_ENV,
+            labels={**labels, MANAGED_LABEL: "true"},
+            hostname="sandbox",
+            host_config=host_config(client, workspace, limits),
+        )
+    except ImageNotFound as e:
+        msg = f"sandbox image {image!r} is not on this Docker engine; {BUILD_HINT}"
+        raise SandboxStartError(msg) from e
+    except APIError as e:
+        if e.status_code == 409:
+            msg = f"a container named {name!r} already exists; sandbox names must be unique per attempt"
+            raise SandboxStartError(msg) from e
+        msg = f"cannot create sandbox {name!r}: {e.explanation or e}"
+        raise SandboxStartError(msg) from e
+    container_id: str = created["Id"]
+    return container_id
+
+
+def _exec_result(result: dict[str, Any]) -> ExecResult:
+    return ExecResult.from_capped(
+        head=result["head"],
+        tail=result["tail"],
+        cut=int(result["cut"]),
+        exit_code=result["exit_code"],
+        timed_out=bool(result["timed_out"]),
+    )
+
+
+def _unb64(data: str) -> bytes:
+    return base64.b64decode(data)
