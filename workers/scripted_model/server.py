@@ -84,7 +84,6 @@ def _build_app(state: ServerState) -> FastAPI:
         state.record(_entry(request, session_key(body), body))
         return _error_response(404, "not_found_error", f"scripted model: no route {request.method} /{path}")
 
-    app.state.scripted = state
     return app
 
 

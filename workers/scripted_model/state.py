@@ -74,7 +74,8 @@ class ServerState:
         with self._lock:
             turn = self._turns.get(session, 0)
             self._turns[session] = turn + 1
-        return turn, self._script.step_for(turn)
+            script = self._script
+        return turn, script.step_for(turn)
 
     def record(self, entry: LoggedRequest) -> None:
         """Keep ``entry`` in memory and, when the server has a log file, append it as a line."""
