@@ -70,6 +70,18 @@ class ExecResult(BaseModel):
     timed_out: bool = False
 
     @classmethod
+    def capped(cls, output: str, limit: int, exit_code: int | None) -> ExecResult:
+        """Cap an output that is already in memory the way the sandbox caps a command's."""
+        data = output.encode()
+        if len(data) <= limit:
+            return cls(exit_code=exit_code, output=output)
+        head, tail = data[: limit // 2], data[len(data) - (limit - limit // 2) :]
+        cut = len(data) - len(head) - len(tail)
+        return cls.from_capped(
+            head.decode(errors="replace"), tail.decode(errors="replace"), cut, exit_code, False
+        )
+
+    @classmethod
     def from_capped(
         cls, head: str, tail: str, cut: int, exit_code: int | None, timed_out: bool
     ) -> ExecResult:

@@ -30,6 +30,7 @@ _HEADER = struct.Struct(">BxxxL")
 _STDOUT, _STDERR = 1, 2
 _STDERR_KEEP = 4096
 HELPER_SOURCE = inspect.getsource(helper)
+READY = b'{"ready": true}'
 
 
 class DeadlineExceeded(Exception):
@@ -164,22 +165,23 @@ class HelperClient:
         """Start the helper and wait until it is ready; None if the image has no python3."""
         cmd = ["python3", "-I", "-S", "-c", HELPER_SOURCE, workspace]
         stream = ExecStream.open(api, container_id, cmd, stdin=True)
+        deadline = time.monotonic() + timeout_s
         try:
-            ready = stream.read_line(time.monotonic() + timeout_s)
-        except StreamClosed:
-            code = stream.exit_code()
-            stream.close()
-            if code in (126, 127):  # "executable file not found": no python3 in this image
-                return None
-            raise
+            first = stream.read_line(deadline)
+            if first == READY:
+                return cls(stream)
+            said = first + stream.read_to_eof(deadline)  # Docker's "executable file not found"
+        except StreamClosed as e:
+            said = str(e).encode()
         except BaseException:
             stream.close()
             raise
-        if json.loads(ready) != {"ready": True}:
-            stream.close()
-            msg = f"the sandbox helper said {ready[:200]!r} instead of ready"
-            raise SandboxError(msg)
-        return cls(stream)
+        code = stream.exit_code()
+        stream.close()
+        if code in (126, 127):  # the runtime could not exec python3: not in this image
+            return None
+        msg = f"the sandbox helper did not start (exit {code}): {said[-300:].decode('utf-8', 'replace')}"
+        raise SandboxError(msg)
 
     def request(self, op: str, wait_s: float, **params: Any) -> dict[str, Any]:
         """Send one request and wait for its answer; raises what the helper's error means."""

@@ -104,8 +104,9 @@ class ShellOps:
         out, code, err = self._script(_RUN, args, timeout_s + helper.BACKSTOP_S + 5)
         elapsed = time.monotonic() - started
         self._check(code, err, confine)
-        body, _, rest = out.rpartition(("\n" + _MARK).encode())
-        count, _, rc_part = rest.partition(_MARK.encode())
+        # out is: output, "\n" MARK bytes-cut "\n", MARK exit-code "\n"
+        front, _, rc_part = out.rpartition(_MARK.encode())
+        body, _, count = front.rpartition(("\n" + _MARK).encode())
         exit_code = int(rc_part.strip() or -1)
         timed_out = exit_code == 137 and elapsed >= timeout_s - 0.05
         return {
