@@ -53,7 +53,7 @@ class SandboxConfig(_Strict):
 class ProjectConfig(_Strict):
     name: str | None = Field(default=None, description="Display name; defaults to the directory name.")
     workflow: Literal["ralph"] = Field(default="ralph", description="How the project becomes a DAG.")
-    model: str = Field(default="claude-sonnet-4-5", description="Claude model of the agents.")
+    model: str = Field(default="claude-sonnet-4-6", description="Claude model of the agents.")
     max_iterations: int = Field(
         default=10, ge=1, description="The project fails if no iteration completes the task by then."
     )

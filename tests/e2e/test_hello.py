@@ -74,7 +74,7 @@ def test_hello_project_runs_to_completion_through_every_layer(stack: Stack) -> N
     assert len(assistant) == 3
     assert [m.input_tokens for m in assistant] == [1200, 1300, 1400]
     assert [m.cache_read_input_tokens for m in assistant] == [0, 900, 900]
-    # claude-sonnet-4-5: $3 in, $15 out, cache write 3.75, cache read 0.30 per million tokens
+    # claude-sonnet-4-6: $3 in, $15 out, cache write 3.75, cache read 0.30 per million tokens
     first = Decimal(1200 * 3 + 60 * 15) / 1_000_000 + Decimal(900 * 375) / 100_000_000
     assert assistant[0].cost_usd == first.quantize(Decimal("0.000001"))
     assert project.spent_usd == sum(m.cost_usd for m in assistant)
