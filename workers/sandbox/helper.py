@@ -142,16 +142,6 @@ def glob_paths(root: str, pattern: str, limit: int = GLOB_LIMIT) -> tuple[list[s
     return matches[:limit], max(0, len(matches) - limit)
 
 
-def _prefer_for_oom_kill(pid: int) -> None:
-    """Make the command, not the helper, what the OOM killer picks inside the container.
-
-    Written from outside rather than in a preexec_fn, which would cost a fork instead of a
-    vfork (~1.5 ms a command); children forked before this write keep the default score.
-    """
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/oom_score_adj", "w") as f:
-        f.write("1000")
-
-
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -230,7 +220,6 @@ def run_capped(
     timeout_s: float,
     limit: int,
     env: dict[str, str] | None = None,
-    in_container: bool = True,
 ) -> dict[str, Any]:
     """Run ``argv`` with a KILL timeout, stdout+stderr merged and capped at ``limit`` bytes.
 
@@ -247,8 +236,6 @@ def run_capped(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    if in_container:
-        _prefer_for_oom_kill(proc.pid)
     cap = _Cap(limit)
     try:
         elapsed = _pump(proc, cap, timeout_s)
@@ -258,7 +245,8 @@ def run_capped(
         if proc.stdout is not None:
             proc.stdout.close()
         code = proc.wait()
-    timed_out = code in (137, -9) and elapsed >= timeout_s - 0.05
+    code = 128 - code if code < 0 else code  # killed by signal N: 128+N, as a shell reports it
+    timed_out = code == 137 and elapsed >= timeout_s - 0.05
     return {
         "exit_code": None if timed_out else code,
         "head": cap.head.decode("utf-8", "replace"),

@@ -58,7 +58,6 @@ class LocalSandbox(Sandbox):
             timeout,
             self.limits.output_limit_bytes,
             env=self._env,
-            in_container=False,
         )
         return ExecResult.from_capped(**result)
 
@@ -82,7 +81,6 @@ class LocalSandbox(Sandbox):
                 self.limits.command_timeout_s,
                 self.limits.output_limit_bytes,
                 env=self._env,
-                in_container=False,
             )
             return ExecResult.from_capped(**result)
         return self._grep_python(pattern, argv[-1] if "--" in argv else ".", glob, ignore_case)
