@@ -6,6 +6,7 @@ teardown, whatever the test did; images made by tests are removed too.
 
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ from workers.sandbox.docker import DockerSandbox
 
 RUN_LABEL = "raas.test-run"
 RUN_ID = secrets.token_hex(4)
+SANDBOX_IMAGE = os.environ.get("RAAS_SANDBOX_IMAGE", "constellation-sandbox:bookworm")
 SandboxFactory = Callable[..., DockerSandbox]
 
 

@@ -1,0 +1,154 @@
+"""Starting, naming, labelling, removing and reaping sandbox containers."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import docker
+import pytest
+from docker.errors import NotFound
+
+from shared.errors import SandboxError, SandboxStartError, ToolTimeout
+from tests.integration import sandbox_fixtures as fx
+from workers.sandbox import docker as docker_sandbox
+from workers.sandbox.base import SandboxLimits
+from workers.sandbox.docker import DockerSandbox
+from workers.sandbox.reaper import reap
+
+pytestmark = [pytest.mark.docker, pytest.mark.integration]
+docker_client, make_sandbox, sandbox = fx.docker_client, fx.make_sandbox, fx.sandbox
+SandboxFactory = fx.SandboxFactory
+
+CALLER_LABELS = {"raas.project": "p1", "raas.iteration": "it-7", "raas.attempt": "1", "raas.worker": "w1"}
+
+
+def _exists(client: docker.DockerClient, container_id: str) -> bool:
+    try:
+        client.api.inspect_container(container_id)
+    except NotFound:
+        return False
+    return True
+
+
+def test_the_container_is_labelled_and_close_removes_it(
+    make_sandbox: SandboxFactory, docker_client: docker.DockerClient
+) -> None:
+    sandbox = make_sandbox(labels=CALLER_LABELS)
+    labels = docker_client.api.inspect_container(sandbox.container_id)["Config"]["Labels"]
+    assert labels["raas.managed"] == "true"
+    assert CALLER_LABELS.items() <= labels.items()
+    sandbox.close()
+    assert not _exists(docker_client, sandbox.container_id)
+    sandbox.close()  # idempotent
+
+
+def test_a_closed_sandbox_refuses_calls(sandbox: DockerSandbox) -> None:
+    sandbox.close()
+    with pytest.raises(SandboxError, match="closed"):
+        sandbox.run("true")
+
+
+def test_workspace_changes_are_on_the_host_and_owned_by_the_sandbox_user(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    # Given a host workspace with a file created by root
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("hi\n")
+    sandbox = make_sandbox(workspace=workspace)
+    # When the sandbox edits it and creates another
+    sandbox.run("echo more >> README.md && mkdir -p src && echo 'print(1)' > src/main.py")
+    sandbox.write_file("notes.txt", b"written by a tool\n")
+    # Then the host sees every change
+    assert (workspace / "README.md").read_text() == "hi\nmore\n"
+    assert (workspace / "src" / "main.py").read_text() == "print(1)\n"
+    assert (workspace / "notes.txt").read_bytes() == b"written by a tool\n"
+    assert (workspace / "src").stat().st_uid == 1000
+
+
+def test_a_name_already_taken_raises_sandbox_start_error(
+    sandbox: DockerSandbox, docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    with pytest.raises(SandboxStartError, match="already exists"):
+        DockerSandbox.start(
+            image=fx.SANDBOX_IMAGE,
+            host_workspace=tmp_path,
+            limits=SandboxLimits(),
+            labels={fx.RUN_LABEL: fx.RUN_ID},
+            name=sandbox.name,
+            client=docker_client,
+        )
+    assert sandbox.run("echo still mine").output == "still mine\n"
+
+
+def test_a_missing_image_raises_with_the_build_hint(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    with pytest.raises(SandboxStartError, match="build-offline.sh"):
+        DockerSandbox.start(
+            image="constellation-sandbox:no-such-tag",
+            host_workspace=tmp_path,
+            limits=SandboxLimits(),
+            labels={fx.RUN_LABEL: fx.RUN_ID},
+            name=f"raas-test-{fx.RUN_ID}-{secrets.token_hex(4)}",
+            client=docker_client,
+        )
+
+
+def test_two_sandboxes_with_different_names_run_in_parallel(make_sandbox: SandboxFactory) -> None:
+    first, second = make_sandbox(), make_sandbox()
+    started = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda s: s.run("sleep 1; hostname; ls"), [first, second]))
+    assert time.monotonic() - started < 1.9  # concurrently, not one after the other
+    assert all(r.exit_code == 0 for r in results)
+    first.write_file("only-in-first", b"")
+    assert second.list_glob("*") == []
+
+
+def test_a_sandbox_that_overruns_the_client_deadline_is_killed(
+    sandbox: DockerSandbox, docker_client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a sandbox that stops answering (paused: its helper cannot reply)
+    monkeypatch.setattr(docker_sandbox, "FILE_OP_TIMEOUT_S", 1.0)
+    docker_client.api.pause(sandbox.container_id)
+    started = time.monotonic()
+    # When a call waits for it, then it times out on our side and the container is killed
+    with pytest.raises(ToolTimeout):
+        sandbox.read_file("anything")
+    assert time.monotonic() - started < 5
+    assert docker_client.api.inspect_container(sandbox.container_id)["State"]["Running"] is False
+    with pytest.raises(SandboxError, match="killed"):
+        sandbox.run("true")
+
+
+def test_the_reaper_removes_an_orphan_and_leaves_a_live_one(
+    make_sandbox: SandboxFactory, docker_client: docker.DockerClient
+) -> None:
+    live = make_sandbox(labels={**CALLER_LABELS, "raas.iteration": f"live-{fx.RUN_ID}"})
+    orphan = make_sandbox(labels={**CALLER_LABELS, "raas.iteration": f"dead-{fx.RUN_ID}"})
+
+    def is_live(labels: dict[str, str]) -> bool:
+        # Only judge this test's containers: others on the engine are not ours to reap.
+        return labels.get(fx.RUN_LABEL) != fx.RUN_ID or not labels["raas.iteration"].startswith("dead-")
+
+    removed = reap(docker_client, is_live)
+    assert removed == [orphan.name]
+    assert not _exists(docker_client, orphan.container_id)
+    assert live.run("echo alive").output == "alive\n"
+
+
+def test_the_reaper_keeps_a_container_when_liveness_cannot_be_told(
+    sandbox: DockerSandbox, docker_client: docker.DockerClient
+) -> None:
+    def is_live(labels: dict[str, str]) -> bool:
+        if labels.get(fx.RUN_LABEL) == fx.RUN_ID:
+            msg = "database down"
+            raise RuntimeError(msg)
+        return True
+
+    assert reap(docker_client, is_live) == []
+    assert _exists(docker_client, sandbox.container_id)
