@@ -89,8 +89,16 @@ class DockerSandbox(Sandbox):
 
     workspace_path = WORKSPACE
 
-    def __init__(self, client: docker.DockerClient, container_id: str, name: str, limits: SandboxLimits):
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        container_id: str,
+        name: str,
+        limits: SandboxLimits,
+        host_workspace: Path,
+    ) -> None:
         self.client = client
+        self.host_workspace = host_workspace  # the host directory mounted at /workspace
         self.container_id = container_id
         self.name = name
         self.limits = limits
@@ -125,7 +133,7 @@ class DockerSandbox(Sandbox):
         workspace = host_workspace.resolve()
         chown_workspace(workspace)
         container_id = _create(client, image, workspace, limits, labels, name)
-        sandbox = cls(client, container_id, name, limits)
+        sandbox = cls(client, container_id, name, limits, workspace)
         try:
             client.api.start(container_id)
             sandbox._connect()
@@ -142,6 +150,16 @@ class DockerSandbox(Sandbox):
     def uses_helper(self) -> bool:
         """False when the image has no python3 and every call is a plain ``docker exec``."""
         return self._helper is not None
+
+    def is_responsive(self, timeout_s: float = 2.0) -> bool:
+        """True if the container still answers (a pooled sandbox may have died while idle)."""
+        try:
+            self._call(
+                "ping", timeout_s, lambda h, t: h.request("ping", t), lambda s: s.run("true", timeout_s, 100)
+            )
+        except SandboxError:
+            return False
+        return True
 
     def run(self, command: str, timeout_s: float | None = None) -> ExecResult:
         timeout = self.limits.command_timeout_s if timeout_s is None else timeout_s
