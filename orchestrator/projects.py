@@ -15,7 +15,7 @@ from shared import events
 from shared.db import session_scope
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.events import EventBus
-from shared.models import Agent, Iteration, Message, Project, ProjectStatus, Task, utcnow
+from shared.models import Agent, Iteration, Message, Project, ProjectStatus, Task, new_id, utcnow
 from shared.project_config import ProjectConfig, parse_project_config
 from shared.schemas import AgentOut, EventOut, IterationOut, ProjectDetail, ProjectOut
 
@@ -60,6 +60,7 @@ def create_project(workspaces_dir: Path, archive: Path, name: str | None, bus: E
         for service_file in (PROMPT_FILE, CONFIG_FILE):
             (root / service_file).unlink(missing_ok=True)
         project = Project(
+            id=new_id(),
             name=config.name or name or "project",
             prompt=prompt,
             config=config.model_dump(mode="json"),
