@@ -85,7 +85,7 @@ class CoordinatorAPI:
 
     def events(self, project_id: str, after: int = 0, follow: bool = True) -> Iterator[EventOut]:
         """Events from ``after`` on; with ``follow`` the stream lasts until the project ends."""
-        params = {"after": after, "follow": str(follow).lower()}
+        params: dict[str, str | int] = {"after": after, "follow": str(follow).lower()}
         try:
             with self._http.stream(
                 "GET",

@@ -69,14 +69,16 @@ class Stack:
 
     def spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
         with (self.log_dir / f"{name}.log").open("ab") as log:
-            proc = subprocess.Popen([*RAAS, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                [*RAAS, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self.procs[name] = proc
         return proc
 
     def start(self, workers: int = 1) -> Stack:
-        model = self.spawn("scripted-model", ["scripted-model", "--script", str(self.script),
-                                              "--port", str(self.model_port)])
+        model = self.spawn(
+            "scripted-model", ["scripted-model", "--script", str(self.script), "--port", str(self.model_port)]
+        )
         wait_http(f"http://127.0.0.1:{self.model_port}/_scripted/health", proc=model)
         coord = self.spawn("coordinator", ["coordinator", "--port", str(self.coordinator_port)])
         wait_http(f"http://127.0.0.1:{self.coordinator_port}/healthz", proc=coord)
@@ -106,7 +108,9 @@ class Stack:
                 proc.wait()
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in self.log_dir.glob("*.log"))
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in self.log_dir.glob("*.log")
+        )
 
 
 def parse_json_lines(text: str) -> list[dict[str, Any]]:

@@ -4,7 +4,6 @@ nothing written (no project row, no workspace repository, no event).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,9 @@ pytestmark = [pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")
-def coordinator(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def coordinator(
+    database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
     logs = tmp_path_factory.mktemp("bad-input")
     stack = Stack(log_dir=logs, script=ROOT_DIR / "examples/scripts/hello.json").start(workers=0)
     yield stack
@@ -32,7 +33,7 @@ def _state(stack: Stack) -> tuple[int, int, list[str]]:
         projects = session.scalar(select(func.count()).select_from(Project)) or 0
         events = session.scalar(select(func.count()).select_from(Event)) or 0
     workspaces = Path(stack.env["RAAS_DATA_DIR"]) / "workspaces"
-    return projects, events, sorted(os.listdir(workspaces)) if workspaces.exists() else []
+    return projects, events, sorted(p.name for p in workspaces.iterdir()) if workspaces.exists() else []
 
 
 def _assert_one_line_error(result: object, *fragments: str) -> None:
@@ -44,7 +45,9 @@ def _assert_one_line_error(result: object, *fragments: str) -> None:
         assert fragment in stderr
 
 
-def test_directory_without_prompt_is_refused_and_nothing_is_written(coordinator: Stack, tmp_path: Path) -> None:
+def test_directory_without_prompt_is_refused_and_nothing_is_written(
+    coordinator: Stack, tmp_path: Path
+) -> None:
     before = _state(coordinator)
     (tmp_path / "main.py").write_text("print(1)\n")
     result = coordinator.cli("submit", str(tmp_path))
@@ -52,7 +55,9 @@ def test_directory_without_prompt_is_refused_and_nothing_is_written(coordinator:
     assert _state(coordinator) == before
 
 
-def test_invalid_raas_toml_names_the_bad_key_and_nothing_is_written(coordinator: Stack, tmp_path: Path) -> None:
+def test_invalid_raas_toml_names_the_bad_key_and_nothing_is_written(
+    coordinator: Stack, tmp_path: Path
+) -> None:
     before = _state(coordinator)
     (tmp_path / "PROMPT.md").write_text("do it\n")
     (tmp_path / "raas.toml").write_text('[sandbox]\nmemory = "lots"\n')
@@ -93,7 +98,10 @@ def test_unknown_project_id_is_a_clear_error(coordinator: Stack) -> None:
 
 
 def test_unreachable_coordinator_is_a_clear_error(coordinator: Stack) -> None:
-    coordinator.env["RAAS_COORDINATOR_URL"], url = "http://127.0.0.1:9", coordinator.env["RAAS_COORDINATOR_URL"]
+    coordinator.env["RAAS_COORDINATOR_URL"], url = (
+        "http://127.0.0.1:9",
+        coordinator.env["RAAS_COORDINATOR_URL"],
+    )
     try:
         result = coordinator.cli("status", "anything")
     finally:

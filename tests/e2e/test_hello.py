@@ -29,7 +29,9 @@ def stack(services: dict[str, str], tmp_path: Path) -> Iterator[Stack]:
 def _containers_of(project_id: str) -> list[str]:
     out = subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label=raas.project={project_id}"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return out.stdout.split()
 
@@ -47,9 +49,16 @@ def test_hello_project_runs_to_completion_through_every_layer(stack: Stack) -> N
     seen = parse_json_lines(followed.stdout)
     assert [e["seq"] for e in seen] == list(range(1, len(seen) + 1))
     types = [e["type"] for e in seen]
-    assert types[0] == "project_created" and types[-1] == "project_completed"
-    for expected in ("project_started", "iteration_started", "agent_output_chunk", "agent_tool_call",
-                     "tool_executed", "iteration_complete"):
+    assert types[0] == "project_created"
+    assert types[-1] == "project_completed"
+    for expected in (
+        "project_started",
+        "iteration_started",
+        "agent_output_chunk",
+        "agent_tool_call",
+        "tool_executed",
+        "iteration_complete",
+    ):
         assert expected in types
     ran = [e for e in seen if e["type"] == "tool_executed" and e["data"]["tool"] == "bash"]
     assert "Hello, Constellation!" in ran[0]["data"]["output"]
@@ -58,17 +67,21 @@ def test_hello_project_runs_to_completion_through_every_layer(stack: Stack) -> N
     status = stack.cli("status", project_id, "--json")
     assert '"status": "completed"' in status.stdout
     bare = Path(stack.env["RAAS_DATA_DIR"]) / "workspaces" / f"{project_id}.git"
-    program = subprocess.run(["git", "-C", str(bare), "show", "main:hello.py"], capture_output=True, text=True)
+    program = subprocess.run(
+        ["git", "-C", str(bare), "show", "main:hello.py"], capture_output=True, text=True
+    )
     assert program.stdout == 'print("Hello, Constellation!")\n'
-    author = subprocess.run(["git", "-C", str(bare), "log", "-1", "--format=%an", "main"],
-                            capture_output=True, text=True).stdout.strip()
+    author = subprocess.run(
+        ["git", "-C", str(bare), "log", "-1", "--format=%an", "main"], capture_output=True, text=True
+    ).stdout.strip()
     assert author.startswith("agent-")
 
     # And every message is in Postgres with its usage and cost
     with session_scope() as session:
         project = session.get_one(Project, project_id)
-        messages = list(session.scalars(select(Message).where(Message.project_id == project_id)
-                                        .order_by(Message.seq)))
+        messages = list(
+            session.scalars(select(Message).where(Message.project_id == project_id).order_by(Message.seq))
+        )
         iteration = session.scalars(select(Iteration).where(Iteration.project_id == project_id)).one()
     assistant = [m for m in messages if m.role == "assistant"]
     assert len(assistant) == 3
@@ -78,14 +91,16 @@ def test_hello_project_runs_to_completion_through_every_layer(stack: Stack) -> N
     first = Decimal(1200 * 3 + 60 * 15) / 1_000_000 + Decimal(900 * 375) / 100_000_000
     assert assistant[0].cost_usd == first.quantize(Decimal("0.000001"))
     assert project.spent_usd == sum(m.cost_usd for m in assistant)
-    assert iteration.completed_task and iteration.files_changed == ["hello.py"]
+    assert iteration.completed_task
+    assert iteration.files_changed == ["hello.py"]
 
     # And the SDK sent the tool results back to the model
     requests = stack.model_requests()
     assert len(requests) == 3
     second_call = requests[1]["body"]["messages"]
     results = [b for b in second_call[-1]["content"] if b["type"] == "tool_result"]
-    assert results and results[0]["is_error"] is False
+    assert results
+    assert results[0]["is_error"] is False
     third_call = requests[2]["body"]["messages"]
     bash_result = [b for b in third_call[-1]["content"] if b["type"] == "tool_result"][0]
     assert "Hello, Constellation!" in str(bash_result["content"])
