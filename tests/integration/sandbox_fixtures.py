@@ -6,6 +6,7 @@ teardown, whatever the test did; images made by tests are removed too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from docker.errors import APIError, NotFound
 
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.docker import DockerSandbox
@@ -28,8 +30,16 @@ SandboxFactory = Callable[..., DockerSandbox]
 def docker_client(docker_engine: str) -> Iterator[docker.DockerClient]:
     client = docker.from_env()
     yield client
-    for container in client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={RUN_ID}"}):
-        container.remove(force=True)
+    _remove_containers(client_filters={"label": f"{RUN_LABEL}={RUN_ID}"})
+    client.close()
+
+
+def _remove_containers(client_filters: dict[str, str]) -> None:
+    """Remove every container matching the filters; ones already going away are fine."""
+    client = docker.from_env()
+    for container in client.containers.list(all=True, filters=client_filters):
+        with contextlib.suppress(NotFound, APIError):
+            container.remove(force=True)
     client.close()
 
 
@@ -49,7 +59,8 @@ def no_python_image(docker_client: docker.DockerClient, docker_engine: str) -> I
     )  # fmt: skip
     subprocess.run(["docker", "rm", "-f", name], check=True, capture_output=True)
     yield tag
-    subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+    _remove_containers(client_filters={"ancestor": tag})
+    subprocess.run(["docker", "rmi", "-f", tag], check=True, capture_output=True)
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """One hardened Docker container per iteration attempt; every tool call runs inside it.
 
-The container runs ``sleep infinity`` (under docker-init, which reaps orphans so that dead
-processes never hold PIDs) and the in-container helper is started once with ``docker exec``;
-each tool call is then one JSON line each way on that open stream. A client-side deadline
+The container (hardened as :mod:`workers.sandbox.container` says) runs ``sleep infinity``
+and the in-container helper is started once with ``docker exec``; each tool call is then one
+JSON line each way on that open stream. A client-side deadline
 guards every call (docker-py has no exec timeout): on overrun the container is killed and the
 call raises :class:`~shared.errors.ToolTimeout`.
 """
@@ -11,77 +11,29 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import docker
-from docker.errors import APIError, DockerException, ImageNotFound, NotFound
-from docker.types import LogConfig
+from docker.errors import APIError, DockerException, NotFound
 
 from shared.errors import SandboxError, SandboxStartError, ToolTimeout
 from workers.sandbox import helper
 from workers.sandbox.base import ExecResult, Sandbox, SandboxLimits
 from workers.sandbox.channel import DeadlineExceeded, HelperClient, StreamClosed, b64
+from workers.sandbox.container import MANAGED_LABEL, WORKSPACE, chown_workspace, create
 from workers.sandbox.fallback import ShellOps
 
+__all__ = ["MANAGED_LABEL", "DockerSandbox"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-WORKSPACE = "/workspace"
-SANDBOX_UID = SANDBOX_GID = 1000
-MANAGED_LABEL = "raas.managed"
 FILE_OP_TIMEOUT_S = 30.0
 READ_LIMIT_BYTES = 32 * 1024**2
 HELPER_START_TIMEOUT_S = 30.0
 _DEADLINE_MARGIN_S = 5.0
-# Everything a command sees of the environment: nothing of the host's is passed in.
-SANDBOX_ENV = {
-    "HOME": "/tmp",
-    "TMPDIR": "/tmp",
-    "LANG": "C.UTF-8",
-    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-}
-BUILD_HINT = "build it with deploy/sandbox/build-offline.sh (no registry needed)"
-
-
-def host_config(client: docker.DockerClient, host_workspace: Path, limits: SandboxLimits) -> dict[str, Any]:
-    """The hardening of DESIGN.md rule 4, as Docker host configuration."""
-    memory = limits.memory_bytes
-    cpus = min(limits.cpus, float(os.cpu_count() or 1))  # Docker refuses more than the host has
-    config: dict[str, Any] = client.api.create_host_config(
-        binds={str(host_workspace): {"bind": WORKSPACE, "mode": "rw"}},
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        read_only=True,
-        tmpfs={"/tmp": f"rw,nosuid,nodev,size={memory},mode=1777"},
-        mem_limit=memory,
-        memswap_limit=memory,  # no swap: the memory limit is the limit
-        nano_cpus=int(cpus * 1e9),
-        pids_limit=limits.pids,
-        network_mode="bridge" if limits.network else "none",
-        init=True,
-        ipc_mode="private",
-        log_config=LogConfig(type="none"),
-    )
-    return config
-
-
-def chown_workspace(root: Path) -> None:
-    """Give the workspace to the sandbox user (1000:1000) so that it can write there."""
-    try:
-        for path in [root, *root.rglob("*")]:
-            st = path.lstat()
-            if (st.st_uid, st.st_gid) != (SANDBOX_UID, SANDBOX_GID):
-                os.lchown(path, SANDBOX_UID, SANDBOX_GID)
-    except PermissionError as e:
-        msg = (
-            f"cannot give {e.filename} to uid {SANDBOX_UID}, the sandbox user: run the worker as root "
-            f"or as uid {SANDBOX_UID}, or create the workspace owned by it"
-        )
-        raise SandboxStartError(msg) from e
 
 
 class DockerSandbox(Sandbox):
@@ -132,7 +84,7 @@ class DockerSandbox(Sandbox):
             raise SandboxStartError(msg) from e
         workspace = host_workspace.resolve()
         chown_workspace(workspace)
-        container_id = _create(client, image, workspace, limits, labels, name)
+        container_id = create(client, image, workspace, limits, labels, name)
         sandbox = cls(client, container_id, name, limits, workspace)
         try:
             client.api.start(container_id)
@@ -282,39 +234,6 @@ class DockerSandbox(Sandbox):
             self._connect()
         except Exception as e:
             self._killed = f"broken (its helper could not restart: {e})"
-
-
-def _create(
-    client: docker.DockerClient,
-    image: str,
-    workspace: Path,
-    limits: SandboxLimits,
-    labels: dict[str, str],
-    name: str,
-) -> str:
-    try:
-        created = client.api.create_container(
-            image,
-            command=["sleep", "infinity"],
-            name=name,
-            user=f"{SANDBOX_UID}:{SANDBOX_GID}",
-            working_dir=WORKSPACE,
-            environment=SANDBOX_ENV,
-            labels={**labels, MANAGED_LABEL: "true"},
-            hostname="sandbox",
-            host_config=host_config(client, workspace, limits),
-        )
-    except ImageNotFound as e:
-        msg = f"sandbox image {image!r} is not on this Docker engine; {BUILD_HINT}"
-        raise SandboxStartError(msg) from e
-    except APIError as e:
-        if e.status_code == 409:
-            msg = f"a container named {name!r} already exists; sandbox names must be unique per attempt"
-            raise SandboxStartError(msg) from e
-        msg = f"cannot create sandbox {name!r}: {e.explanation or e}"
-        raise SandboxStartError(msg) from e
-    container_id: str = created["Id"]
-    return container_id
 
 
 def _exec_result(result: dict[str, Any]) -> ExecResult:

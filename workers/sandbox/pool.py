@@ -24,7 +24,8 @@ import docker
 
 from shared.errors import SandboxError
 from workers.sandbox.base import SandboxLimits
-from workers.sandbox.docker import DockerSandbox, chown_workspace
+from workers.sandbox.container import chown_workspace
+from workers.sandbox.docker import DockerSandbox
 
 log = logging.getLogger(__name__)
 POOL_LABEL = "raas.pool"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import docker
 from docker.errors import APIError, NotFound
 
-from workers.sandbox.docker import MANAGED_LABEL
+from workers.sandbox.container import MANAGED_LABEL
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,103 @@
+"""How a sandbox container is made: the hardening of DESIGN.md rule 4 as Docker configuration.
+
+Read-only root, no capabilities, no new privileges, uid 1000, memory (no swap), CPU and PID
+limits, no network unless the project allows it, docker-init as PID 1 (it reaps orphans, so
+dead processes never hold PIDs), a tmpfs ``/tmp`` as HOME, nothing of the host's environment,
+and the Docker socket never mounted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import APIError, ImageNotFound
+from docker.types import LogConfig
+
+from shared.errors import SandboxStartError
+from workers.sandbox.base import SandboxLimits
+
+WORKSPACE = "/workspace"
+SANDBOX_UID = SANDBOX_GID = 1000
+MANAGED_LABEL = "raas.managed"
+# Everything a command sees of the environment: nothing of the host's is passed in.
+SANDBOX_ENV = {
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+}
+BUILD_HINT = "build it with deploy/sandbox/build-offline.sh (no registry needed)"
+
+
+def host_config(client: docker.DockerClient, host_workspace: Path, limits: SandboxLimits) -> dict[str, Any]:
+    """The hardening of DESIGN.md rule 4, as Docker host configuration."""
+    memory = limits.memory_bytes
+    cpus = min(limits.cpus, float(os.cpu_count() or 1))  # Docker refuses more than the host has
+    config: dict[str, Any] = client.api.create_host_config(
+        binds={str(host_workspace): {"bind": WORKSPACE, "mode": "rw"}},
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        read_only=True,
+        tmpfs={"/tmp": f"rw,nosuid,nodev,size={memory},mode=1777"},
+        mem_limit=memory,
+        memswap_limit=memory,  # no swap: the memory limit is the limit
+        nano_cpus=int(cpus * 1e9),
+        pids_limit=limits.pids,
+        network_mode="bridge" if limits.network else "none",
+        init=True,
+        ipc_mode="private",
+        log_config=LogConfig(type="none"),
+    )
+    return config
+
+
+def chown_workspace(root: Path) -> None:
+    """Give the workspace to the sandbox user (1000:1000) so that it can write there."""
+    try:
+        for path in [root, *root.rglob("*")]:
+            st = path.lstat()
+            if (st.st_uid, st.st_gid) != (SANDBOX_UID, SANDBOX_GID):
+                os.lchown(path, SANDBOX_UID, SANDBOX_GID)
+    except PermissionError as e:
+        msg = (
+            f"cannot give {e.filename} to uid {SANDBOX_UID}, the sandbox user: run the worker as root "
+            f"or as uid {SANDBOX_UID}, or create the workspace owned by it"
+        )
+        raise SandboxStartError(msg) from e
+
+
+def create(
+    client: docker.DockerClient,
+    image: str,
+    workspace: Path,
+    limits: SandboxLimits,
+    labels: dict[str, str],
+    name: str,
+) -> str:
+    """Create (not start) the container; its id."""
+    try:
+        created = client.api.create_container(
+            image,
+            command=["sleep", "infinity"],
+            name=name,
+            user=f"{SANDBOX_UID}:{SANDBOX_GID}",
+            working_dir=WORKSPACE,
+            environment=SANDBOX_ENV,
+            labels={**labels, MANAGED_LABEL: "true"},
+            hostname="sandbox",
+            host_config=host_config(client, workspace, limits),
+        )
+    except ImageNotFound as e:
+        msg = f"sandbox image {image!r} is not on this Docker engine; {BUILD_HINT}"
+        raise SandboxStartError(msg) from e
+    except APIError as e:
+        if e.status_code == 409:
+            msg = f"a container named {name!r} already exists; sandbox names must be unique per attempt"
+            raise SandboxStartError(msg) from e
+        msg = f"cannot create sandbox {name!r}: {e.explanation or e}"
+        raise SandboxStartError(msg) from e
+    container_id: str = created["Id"]
+    return container_id
