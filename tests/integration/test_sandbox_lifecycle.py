@@ -152,3 +152,12 @@ def test_the_reaper_keeps_a_container_when_liveness_cannot_be_told(
 
     assert reap(docker_client, is_live) == []
     assert _exists(docker_client, sandbox.container_id)
+
+
+def test_a_helper_that_dies_is_restarted_and_the_sandbox_keeps_working(sandbox: DockerSandbox) -> None:
+    # Given a command that kills the helper running it (as the OOM killer might)
+    with pytest.raises(SandboxError, match="restarted"):
+        sandbox.run("kill -9 $(pgrep -o -x python3)")
+    # Then the next call finds a new helper
+    assert sandbox.run("echo back").output == "back\n"
+    assert sandbox.uses_helper
