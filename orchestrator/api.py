@@ -129,11 +129,13 @@ def download_workspace(project_id: str, ctx: Ctx) -> FileResponse:
 
 @router.post("/projects/{project_id}/iterations/{iteration_id}/workspace")
 async def upload_iteration_workspace(
-    request: Request, ctx: Ctx, project_id: str, iteration_id: str, base: str
+    request: Request, ctx: Ctx, project_id: str, iteration_id: str, base: str, attempt: int
 ) -> WorkspaceReport:
     body = await _save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
-        sha, files = scheduler.accept_workspace(ctx.workspaces_dir, project_id, iteration_id, base, body)
+        sha, files = scheduler.accept_workspace(
+            ctx.workspaces_dir, project_id, iteration_id, attempt, base, body
+        )
     finally:
         body.unlink(missing_ok=True)
     return WorkspaceReport(sha=sha, files_changed=files)

@@ -89,7 +89,7 @@ def _set_end(project: Project, status: ProjectStatus, reason: str | None) -> Non
 
 
 def accept_workspace(
-    workspaces_dir: Path, project_id: str, iteration_id: str, base_sha: str, bundle: Path
+    workspaces_dir: Path, project_id: str, iteration_id: str, attempt: int, base_sha: str, bundle: Path
 ) -> tuple[str, list[str]]:
     """Take a running iteration's commits into the project's workspace (DESIGN.md rule 7)."""
     with session_scope() as session:
@@ -98,8 +98,10 @@ def accept_workspace(
         if iteration is None or iteration.project_id != project_id:
             msg = f"no iteration {iteration_id!r} in project {project_id}"
             raise NotFound(msg)
-        if iteration.status != IterationStatus.RUNNING:
-            msg = f"iteration {iteration_id} is {iteration.status.value}; only a running one can push"
+        if iteration.status != IterationStatus.RUNNING or iteration.attempt != attempt:
+            msg = (
+                f"iteration {iteration_id} attempt {attempt} is not the running attempt; its push is refused"
+            )
             raise Conflict(msg)
     sha, files = workspace.accept_bundle(workspaces_dir, project_id, iteration_id, base_sha, bundle)
     with session_scope() as session:

@@ -64,6 +64,19 @@ class IterationStatus(str, Enum):
         return self in (IterationStatus.SUCCEEDED, IterationStatus.FAILED)
 
 
+class ErrorKind(str, Enum):
+    """Why an iteration failed: what the coordinator and the circuit breaker act on."""
+
+    API_KEY = "api_key"
+    LLM = "llm"
+    REFUSAL = "refusal"
+    MAX_TOKENS = "max_tokens"
+    CONTEXT_TOO_LONG = "context_too_long"
+    WORKSPACE = "workspace"
+    WORKER_LOST = "worker_lost"
+    INTERNAL = "internal"
+
+
 class LedgerKind(str, Enum):
     RESERVE = "reserve"
     SETTLE = "settle"
@@ -155,6 +168,7 @@ class Iteration(Base):
     completed_task: Mapped[bool] = mapped_column(default=False)
     summary: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
+    error_kind: Mapped[ErrorKind | None] = mapped_column(_enum(ErrorKind))
     base_sha: Mapped[str | None] = mapped_column(String(64))
     commit_sha: Mapped[str | None] = mapped_column(String(64))
     files_changed: Mapped[list[Any]] = mapped_column(default=list)
@@ -172,12 +186,15 @@ class Message(Base):
     """One message of an agent's history; assistant messages carry the call's usage and cost."""
 
     __tablename__ = "messages"
-    __table_args__ = (UniqueConstraint("iteration_id", "seq"),)
+    # One row per message of one attempt: a re-run after a dead worker is a new attempt, so an
+    # LLM call is recorded (and charged) exactly once.
+    __table_args__ = (UniqueConstraint("iteration_id", "attempt", "seq"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
     agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
     iteration_id: Mapped[str] = mapped_column(ForeignKey("iterations.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
     seq: Mapped[int] = mapped_column(Integer)
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[list[Any]]

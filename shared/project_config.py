@@ -59,6 +59,19 @@ class ProjectConfig(_Strict):
     )
     max_turns: int = Field(default=30, ge=1, description="LLM calls per iteration at most (turn cap).")
     max_tokens: int = Field(default=8192, ge=1, description="max_tokens of each LLM call.")
+    context: Literal["fresh", "continue"] = Field(
+        default="fresh",
+        description='"fresh": each iteration starts anew (Ralph); "continue": keep the conversation.',
+    )
+    context_window_tokens: int = Field(
+        default=150_000, ge=1000, description='With context = "continue", history is cut to about this.'
+    )
+    completion_marker: str | None = Field(
+        default=None, description="Text that, ending the agent's turn, also counts as task_complete."
+    )
+    completion_threshold: int = Field(
+        default=1, ge=1, description="Consecutive completing iterations needed to complete the task."
+    )
     denylist: list[str] = Field(
         default_factory=list, description="Regexes of bash commands refused (a second line of defence)."
     )

@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     )
     worker_name: str = Field(default="", description="Worker node name; empty means celery's default.")
     heartbeat_interval_s: float = Field(default=5.0, description="How often a running iteration beats.")
+    heartbeat_stale_s: float = Field(
+        default=30.0,
+        description="A running iteration whose heartbeat is older than this has lost its worker.",
+    )
     # Read the way the SDK reads them: no RAAS_ prefix.
     anthropic_api_key: SecretStr | None = Field(
         default=None,

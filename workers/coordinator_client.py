@@ -47,7 +47,7 @@ class CoordinatorClient:
         return head(dest)
 
     def push_workspace(
-        self, project_id: str, iteration_id: str, workdir: Path, base_sha: str
+        self, project_id: str, iteration_id: str, attempt: int, workdir: Path, base_sha: str
     ) -> WorkspaceReport:
         """Send the commits made since ``base_sha``; the coordinator moves ``main`` to them."""
         new_sha = head(workdir)
@@ -61,7 +61,7 @@ class CoordinatorClient:
             try:
                 resp = self._http.post(
                     f"/v1/projects/{project_id}/iterations/{iteration_id}/workspace",
-                    params={"base": base_sha},
+                    params={"base": base_sha, "attempt": attempt},
                     content=bundle.read_bytes(),
                 )
             except httpx.HTTPError as exc:

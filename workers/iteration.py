@@ -17,30 +17,31 @@ from typing import Any
 from shared import events
 from shared.events import EventBus
 from shared.git import commit_all
+from shared.models import ErrorKind
 from shared.settings import Settings
 from workers import llm, records
 from workers.coordinator_client import CoordinatorClient
 from workers.records import Claim, Outcome
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.docker import DockerSandbox
-from workers.session import AgentSession
+from workers.session import AgentSession, Emit, SessionFailure, SessionResult
 
 log = logging.getLogger(__name__)
 
 
 @contextmanager
-def heartbeat(iteration_id: str, interval_s: float) -> Iterator[None]:
+def heartbeat(claim: Claim, interval_s: float) -> Iterator[None]:
     """Beat on the iteration row while the body runs, so the reconcile loop knows we live."""
     stop = threading.Event()
 
     def loop() -> None:
         while not stop.wait(interval_s):
             try:
-                records.beat(iteration_id)
+                records.beat(claim.iteration_id, claim.attempt)
             except Exception:
-                log.warning("heartbeat of %s failed", iteration_id, exc_info=True)
+                log.warning("heartbeat of %s failed", claim.iteration_id, exc_info=True)
 
-    thread = threading.Thread(target=loop, name=f"heartbeat-{iteration_id}", daemon=True)
+    thread = threading.Thread(target=loop, name=f"heartbeat-{claim.iteration_id}", daemon=True)
     thread.start()
     try:
         yield
@@ -49,13 +50,22 @@ def heartbeat(iteration_id: str, interval_s: float) -> Iterator[None]:
         thread.join(timeout=5)
 
 
+def sandbox_labels(claim: Claim, worker: str) -> dict[str, str]:
+    return {
+        "raas.project": claim.project_id,
+        "raas.iteration": claim.iteration_id,
+        "raas.attempt": str(claim.attempt),
+        "raas.worker": worker,
+    }
+
+
 class IterationRunner:
     def __init__(self, settings: Settings, bus: EventBus, worker_name: str) -> None:
         self.settings = settings
         self.bus = bus
         self.worker_name = worker_name
 
-    def _emitter(self, claim: Claim) -> Any:
+    def _emitter(self, claim: Claim) -> Emit:
         def emit(type_: str, data: dict[str, Any]) -> None:
             events.emit(
                 self.bus,
@@ -70,20 +80,27 @@ class IterationRunner:
 
     def run(self, iteration_id: str) -> Claim | None:
         """Run the iteration if this worker can claim it; return the claim (None if not ours)."""
-        claim = records.claim(iteration_id, self.worker_name)
+        claim = records.claim(iteration_id, self.worker_name, self.settings.heartbeat_stale_s)
         if claim is None:
-            log.info("iteration %s is not queued; nothing to do", iteration_id)
+            log.info("iteration %s is not claimable (done, or running elsewhere)", iteration_id)
             return None
         emit = self._emitter(claim)
         emit(
             events.ITERATION_STARTED,
             {"number": claim.number, "attempt": claim.attempt, "worker": self.worker_name},
         )
-        with heartbeat(iteration_id, self.settings.heartbeat_interval_s):
+        with heartbeat(claim, self.settings.heartbeat_interval_s):
             outcome = self._execute(claim, emit)
-        records.finish(claim, outcome)
+        if not records.finish(claim, outcome):
+            log.warning(
+                "iteration %s attempt %d was taken over; its result is dropped", iteration_id, claim.attempt
+            )
+            return None
         if outcome.error:
-            emit(events.ITERATION_ERROR, {"number": claim.number, "error": outcome.error})
+            emit(
+                events.ITERATION_ERROR,
+                {"number": claim.number, "error": outcome.error, "kind": outcome.error_kind},
+            )
         else:
             emit(
                 events.ITERATION_COMPLETE,
@@ -97,7 +114,7 @@ class IterationRunner:
             )
         return claim
 
-    def _execute(self, claim: Claim, emit: Any) -> Outcome:
+    def _execute(self, claim: Claim, emit: Emit) -> Outcome:
         workdir = self.settings.scratch_dir() / f"{claim.iteration_id}-{claim.attempt}"
         workdir.parent.mkdir(parents=True, exist_ok=True)
         coordinator = CoordinatorClient(
@@ -106,8 +123,12 @@ class IterationRunner:
         outcome = Outcome()
         try:
             outcome.base_sha = coordinator.fetch_workspace(claim.project_id, workdir)
-            result = self._session(claim, workdir, emit)
-            outcome.completed_task, outcome.summary = result.completed, result.summary
+            try:
+                result = self._session(claim, workdir, emit)
+                outcome.completed_task, outcome.summary = result.completed, result.summary
+            except SessionFailure as failure:
+                outcome.error, outcome.error_kind = str(failure), failure.kind
+            # Work done before a failure is kept: the next iteration starts from it.
             commit_all(
                 workdir,
                 f"Iteration {claim.number}: {claim.task_title}",
@@ -115,30 +136,25 @@ class IterationRunner:
                 f"agent-{claim.agent_id}@constellation.local",
             )
             report = coordinator.push_workspace(
-                claim.project_id, claim.iteration_id, workdir, outcome.base_sha
+                claim.project_id, claim.iteration_id, claim.attempt, workdir, outcome.base_sha
             )
             outcome.commit_sha, outcome.files_changed = report.sha, report.files_changed
         except Exception as exc:
             log.exception("iteration %s failed", claim.iteration_id)
             outcome.error = f"{type(exc).__name__}: {exc}"
+            outcome.error_kind = ErrorKind.INTERNAL
         finally:
             coordinator.close()
             shutil.rmtree(workdir, ignore_errors=True)
         return outcome
 
-    def _session(self, claim: Claim, workdir: Path, emit: Any) -> Any:
+    def _session(self, claim: Claim, workdir: Path, emit: Emit) -> SessionResult:
         client = llm.make_client(self.settings)
-        labels = {
-            "raas.project": claim.project_id,
-            "raas.iteration": claim.iteration_id,
-            "raas.attempt": str(claim.attempt),
-            "raas.worker": self.worker_name,
-        }
         sandbox = DockerSandbox.start(
             image=self.settings.sandbox_image,
             host_workspace=workdir,
             limits=SandboxLimits.model_validate(claim.config.sandbox.model_dump()),
-            labels=labels,
+            labels=sandbox_labels(claim, self.worker_name),
             name=f"raas-{claim.iteration_id}-{claim.attempt}",
         )
         try:

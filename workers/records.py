@@ -7,14 +7,24 @@ conditional UPDATE, so a message delivered twice runs the iteration once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, or_, update
 
 from shared.db import session_scope
-from shared.models import Agent, AgentStatus, Iteration, IterationStatus, Message, Project, Task, utcnow
+from shared.models import (
+    Agent,
+    AgentStatus,
+    ErrorKind,
+    Iteration,
+    IterationStatus,
+    Message,
+    Project,
+    Task,
+    utcnow,
+)
 from shared.pricing import Usage, cost_usd, find_price
 from shared.project_config import ProjectConfig
 
@@ -35,13 +45,25 @@ class Claim:
     config: ProjectConfig
 
 
-def claim(iteration_id: str, worker: str) -> Claim | None:
-    """Take a queued iteration for this worker; None when it is not queued (already taken or done)."""
+def claim(iteration_id: str, worker: str, stale_after_s: float) -> Claim | None:
+    """Take the iteration for this worker, in one conditional UPDATE.
+
+    It can be taken when it is queued, or when it is running but its heartbeat is older than
+    ``stale_after_s`` (its worker died): that re-run is a new attempt. None when it is done,
+    or running on a live worker — a redelivered message then does nothing.
+    """
     now = utcnow()
+    stale = now - timedelta(seconds=stale_after_s)
     with session_scope() as session:
         row = session.execute(
             update(Iteration)
-            .where(Iteration.id == iteration_id, Iteration.status == IterationStatus.QUEUED)
+            .where(
+                Iteration.id == iteration_id,
+                or_(
+                    Iteration.status == IterationStatus.QUEUED,
+                    and_(Iteration.status == IterationStatus.RUNNING, Iteration.heartbeat_at < stale),
+                ),
+            )
             .values(
                 status=IterationStatus.RUNNING,
                 attempt=Iteration.attempt + 1,
@@ -71,19 +93,19 @@ def claim(iteration_id: str, worker: str) -> Claim | None:
         )
 
 
-def beat(iteration_id: str) -> None:
+def beat(iteration_id: str, attempt: int) -> bool:
+    """Refresh the heartbeat; False when this attempt no longer owns the iteration."""
     with session_scope() as session:
-        session.execute(
+        result = session.execute(
             update(Iteration)
-            .where(Iteration.id == iteration_id, Iteration.status == IterationStatus.RUNNING)
+            .where(
+                Iteration.id == iteration_id,
+                Iteration.attempt == attempt,
+                Iteration.status == IterationStatus.RUNNING,
+            )
             .values(heartbeat_at=utcnow())
         )
-
-
-def next_message_seq(iteration_id: str) -> int:
-    with session_scope() as session:
-        current = session.scalar(select(func.max(Message.seq)).where(Message.iteration_id == iteration_id))
-        return 0 if current is None else current + 1
+        return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
 def store_message(
@@ -157,29 +179,46 @@ class Outcome:
     completed_task: bool = False
     summary: str | None = None
     error: str | None = None
+    error_kind: ErrorKind | None = None
     commit_sha: str | None = None
     base_sha: str | None = None
     files_changed: list[str] | None = None
     finished_at: datetime | None = None
 
 
-def finish(claim: Claim, outcome: Outcome) -> None:
+def finish(claim: Claim, outcome: Outcome) -> bool:
+    """Record how the iteration ended; False when another attempt has taken it over meanwhile."""
     status = IterationStatus.FAILED if outcome.error else IterationStatus.SUCCEEDED
     with session_scope() as session:
-        session.execute(
+        result = session.execute(
             update(Iteration)
-            .where(Iteration.id == claim.iteration_id)
+            .where(
+                Iteration.id == claim.iteration_id,
+                Iteration.attempt == claim.attempt,
+                Iteration.status == IterationStatus.RUNNING,
+            )
             .values(
                 status=status,
                 completed_task=outcome.completed_task,
                 summary=outcome.summary,
                 error=outcome.error,
+                error_kind=outcome.error_kind,
                 base_sha=outcome.base_sha,
                 commit_sha=outcome.commit_sha,
                 files_changed=outcome.files_changed or [],
                 finished_at=utcnow(),
             )
         )
+        if not result.rowcount:  # type: ignore[attr-defined]
+            return False
         agent = session.get_one(Agent, claim.agent_id)
         agent.iterations += 1
         agent.status = AgentStatus.ERROR if outcome.error else AgentStatus.IDLE
+        return True
+
+
+def awaits_advance(iteration_id: str) -> bool:
+    """Finished but not yet acted on by the coordinator (its report may have been lost)."""
+    with session_scope() as session:
+        iteration = session.get(Iteration, iteration_id)
+        return iteration is not None and iteration.status.is_finished and not iteration.advanced

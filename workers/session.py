@@ -1,29 +1,44 @@
-"""One iteration's agent session: the tool-use loop, from a fresh context to the end of the turn.
+"""One iteration's agent session: the tool-use loop, from its context to the end of the turn.
 
-Every tool call runs in the iteration's sandbox; ``task_complete`` is answered here, not there.
+Every tool call runs in the iteration's sandbox; ``task_complete`` is answered here. What the
+model sent is never trusted blindly: a tool call from a reply cut off at ``max_tokens`` is not
+run (its input is truncated even when it parses), a tool input that is not JSON is refused,
+a refusal or a reply without a stop reason is never taken for completion.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 import anthropic
 
 from shared import events
-from workers import llm, prompts, records
+from shared.models import ErrorKind
+from workers import context, llm, prompts, records
 from workers.output import OutputCoalescer
 from workers.records import Claim
+from workers.retry import Failure, IncompleteReply, RetryPolicy, classify, retry_after_s
 from workers.sandbox.base import Sandbox
 from workers.tools import TOOL_NAMES, execute, tool_specs
 
 log = logging.getLogger(__name__)
 PREVIEW_CHARS = 2000
+MAX_TOKENS_CEILING = 64_000
 
 
-class Emit(Protocol):
-    def __call__(self, type_: str, data: dict[str, Any]) -> None: ...
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+class SessionFailure(Exception):
+    """The session cannot go on; ``kind`` tells the coordinator what to do about it."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -31,7 +46,6 @@ class SessionResult:
     completed: bool = False
     summary: str | None = None
     turns: int = 0
-    error: str | None = None
 
 
 def _tool_result(tool_use_id: str, content: str, is_error: bool) -> dict[str, Any]:
@@ -39,13 +53,24 @@ def _tool_result(tool_use_id: str, content: str, is_error: bool) -> dict[str, An
 
 
 class AgentSession:
-    def __init__(self, claim: Claim, sandbox: Sandbox, client: anthropic.Anthropic, emit: Emit) -> None:
+    def __init__(
+        self,
+        claim: Claim,
+        sandbox: Sandbox,
+        client: anthropic.Anthropic,
+        emit: Emit,
+        policy: RetryPolicy | None = None,
+    ) -> None:
         self.claim = claim
+        self.config = claim.config
         self.sandbox = sandbox
         self.client = client
         self.emit = emit
-        self.seq = records.next_message_seq(claim.iteration_id)
+        self.policy = policy or RetryPolicy()
+        self.seq = 0
+        self.max_tokens = self.config.max_tokens
         self.tools = prompts.with_cache_breakpoint([*tool_specs(TOOL_NAMES), prompts.TASK_COMPLETE_TOOL])
+        self.output = OutputCoalescer(lambda text: self.emit(events.AGENT_OUTPUT_CHUNK, {"text": text}))
 
     def _store(self, role: str, content: list[dict[str, Any]], reply: llm.Reply | None = None) -> None:
         records.store_message(
@@ -60,49 +85,148 @@ class AgentSession:
         )
         self.seq += 1
 
+    def _opening(self) -> list[dict[str, Any]]:
+        opening = prompts.first_message(self.claim)
+        self._store("user", opening["content"])
+        if self.config.context == "continue":
+            return [*context.history(self.claim.agent_id, self.claim.number), opening]
+        return [opening]
+
     def run(self) -> SessionResult:
-        config = self.claim.config
-        messages = [prompts.first_message(self.claim)]
-        self._store("user", messages[0]["content"])
+        messages = self._opening()
         result = SessionResult()
-        output = OutputCoalescer(lambda text: self.emit(events.AGENT_OUTPUT_CHUNK, {"text": text}))
-        for _turn in range(config.max_turns):
+        while result.turns < self.config.max_turns:
             result.turns += 1
-            reply = llm.call(
-                self.client,
-                model=config.model,
-                max_tokens=config.max_tokens,
-                system=prompts.system_blocks(self.claim),
-                tools=self.tools,
-                messages=messages,
-                session_key=self.claim.project_id,
-                on_text=output.add,
-            )
-            output.flush()
-            self._store("assistant", reply.content, reply)
+            reply = self._call(messages)
+            if reply.stop_reason == "refusal":
+                category = (reply.stop_details or {}).get("category", "unspecified")
+                msg = f"the model refused (category: {category})"
+                raise SessionFailure(ErrorKind.REFUSAL, msg)
+            if reply.stop_reason == "max_tokens":
+                messages = self._after_cut_off(messages, reply)
+                continue
             messages.append({"role": "assistant", "content": reply.content})
             if reply.stop_reason != "tool_use" or not reply.tool_uses():
+                self._check_marker(reply, result)
                 return result
-            results = [self._run_tool(block, result) for block in reply.tool_uses()]
+            results = [self._run_tool(block, reply, result) for block in reply.tool_uses()]
             messages.append({"role": "user", "content": results})
             self._store("user", results)
             if result.completed:
                 return result
-        log.info("iteration %s reached its turn cap of %d", self.claim.iteration_id, config.max_turns)
+        log.info("iteration %s reached its turn cap of %d", self.claim.iteration_id, self.config.max_turns)
         return result
 
-    def _run_tool(self, block: dict[str, Any], result: SessionResult) -> dict[str, Any]:
+    def _check_marker(self, reply: llm.Reply, result: SessionResult) -> None:
+        marker = self.config.completion_marker
+        if marker and marker in reply.text():
+            result.completed, result.summary = True, reply.text()[-500:]
+
+    def _after_cut_off(self, messages: list[dict[str, Any]], reply: llm.Reply) -> list[dict[str, Any]]:
+        """A reply cut off at max_tokens: never run its tool calls; retry with room, or continue text."""
+        if reply.tool_uses():
+            if self.max_tokens >= MAX_TOKENS_CEILING:
+                msg = "reply cut off at max_tokens even with the largest limit"
+                raise SessionFailure(ErrorKind.MAX_TOKENS, msg)
+            self.max_tokens = min(MAX_TOKENS_CEILING, self.max_tokens * 2)
+            self.emit(
+                events.LLM_RETRY,
+                {
+                    "reason": "max_tokens",
+                    "tool_calls_discarded": len(reply.tool_uses()),
+                    "max_tokens": self.max_tokens,
+                },
+            )
+            return messages
+        note = {"type": "text", "text": "Your reply was cut off at max_tokens; continue where it stopped."}
+        self._store("user", [note])
+        return [
+            *messages,
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": [note]},
+        ]
+
+    def _call(self, messages: list[dict[str, Any]]) -> llm.Reply:
+        """One LLM call, retried and classified (DESIGN.md rule 6); every answer is stored."""
+        waited = 0.0
+        for attempt in range(self.policy.max_attempts):
+            try:
+                reply = llm.call(
+                    self.client,
+                    model=self.config.model,
+                    max_tokens=self.max_tokens,
+                    system=prompts.system_blocks(self.claim),
+                    tools=self.tools,
+                    messages=context.truncate(messages, self.config.context_window_tokens),
+                    session_key=self.claim.project_id,
+                    on_text=self.output.add,
+                )
+                self.output.flush()
+                self._store("assistant", reply.content, reply)
+                if reply.stop_reason is None:
+                    msg = "the stream ended without a stop reason"
+                    raise IncompleteReply(msg)
+                return reply
+            except Exception as exc:
+                self.output.flush()
+                kind = classify(exc)
+                messages = self._handle_failure(exc, kind, messages)
+                delay = self.policy.delay_s(attempt, retry_after_s(exc)) if kind is Failure.RETRY else 0.0
+                waited += delay
+                if waited > self.policy.max_total_wait_s:
+                    break
+                self.emit(
+                    events.LLM_RETRY,
+                    {
+                        "reason": kind.value,
+                        "error": _describe(exc),
+                        "attempt": attempt + 1,
+                        "delay_s": round(delay, 2),
+                    },
+                )
+                time.sleep(delay)
+        msg = f"LLM call failed after {self.policy.max_attempts} attempts"
+        raise SessionFailure(ErrorKind.LLM, msg)
+
+    def _handle_failure(
+        self, exc: Exception, kind: Failure, messages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        if kind is Failure.API_KEY:
+            msg = f"the API key was rejected: {_describe(exc)}"
+            raise SessionFailure(ErrorKind.API_KEY, msg) from exc
+        if kind is Failure.CONTEXT_TOO_LONG:
+            shorter = context.truncate(messages, context.estimate_tokens(messages) // 2)
+            if len(shorter) == len(messages):
+                msg = "the prompt is too long even after truncation"
+                raise SessionFailure(ErrorKind.CONTEXT_TOO_LONG, msg) from exc
+            return shorter
+        if kind is Failure.FATAL:
+            msg = f"LLM call failed: {_describe(exc)}"
+            raise SessionFailure(ErrorKind.LLM, msg) from exc
+        return messages
+
+    def _run_tool(self, block: dict[str, Any], reply: llm.Reply, result: SessionResult) -> dict[str, Any]:
         name, args, use_id = block["name"], block.get("input"), block["id"]
         self.emit(events.AGENT_TOOL_CALL, {"tool": name, "input": args, "tool_use_id": use_id})
-        if name == "task_complete":
+        if use_id in reply.invalid_tool_inputs:
+            raw = reply.invalid_tool_inputs[use_id][:200]
+            content, is_error = (
+                f"Not run: the tool input was not valid JSON ({raw!r}). Send the call again.",
+                True,
+            )
+        elif name == "task_complete":
             summary = args.get("summary") if isinstance(args, dict) else None
             result.completed, result.summary = True, str(summary or "")
             content, is_error = "Task marked complete.", False
         else:
-            outcome = execute(self.sandbox, name, args, denylist=self.claim.config.denylist)
+            outcome = execute(self.sandbox, name, args, denylist=self.config.denylist)
             content, is_error = outcome.content, outcome.is_error
         self.emit(
             events.TOOL_EXECUTED,
             {"tool": name, "tool_use_id": use_id, "is_error": is_error, "output": content[:PREVIEW_CHARS]},
         )
         return _tool_result(use_id, content, is_error)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:300]}"

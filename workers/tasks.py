@@ -11,6 +11,7 @@ from celery import Task
 from shared.celery_app import ADVANCE_PROJECT, COORDINATOR_QUEUE, RUN_ITERATION, app
 from shared.events import RedisBus
 from shared.settings import get_settings
+from workers import records
 from workers.iteration import IterationRunner
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,9 @@ def run_iteration(self: Task, project_id: str, iteration_id: str) -> None:
     """Run the iteration (if it is still queued) and ask the coordinator to advance the project."""
     worker = self.request.hostname or socket.gethostname()
     claim = _runner(worker).run(iteration_id)
-    if claim is not None:
+    # A redelivered message for a finished iteration runs nothing, but repeats the report in
+    # case the first one was lost with its worker; advancing is idempotent.
+    if claim is not None or records.awaits_advance(iteration_id):
         app.send_task(
             ADVANCE_PROJECT,
             kwargs={"project_id": project_id, "iteration_id": iteration_id},

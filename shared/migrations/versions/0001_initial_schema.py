@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 16:54:18.827916
+Create Date: 2026-11-22 17:11:07.335344
 """
 
 from alembic import op
@@ -109,6 +109,7 @@ def upgrade() -> None:
     sa.Column('completed_task', sa.Boolean(), nullable=False),
     sa.Column('summary', sa.Text(), nullable=True),
     sa.Column('error', sa.Text(), nullable=True),
+    sa.Column('error_kind', sa.Enum('api_key', 'llm', 'refusal', 'max_tokens', 'context_too_long', 'workspace', 'worker_lost', 'internal', name='errorkind', native_enum=False), nullable=True),
     sa.Column('base_sha', sa.String(length=64), nullable=True),
     sa.Column('commit_sha', sa.String(length=64), nullable=True),
     sa.Column('files_changed', sa.JSON(), nullable=False),
@@ -132,6 +133,7 @@ def upgrade() -> None:
     sa.Column('project_id', sa.String(length=32), nullable=False),
     sa.Column('agent_id', sa.String(length=32), nullable=False),
     sa.Column('iteration_id', sa.String(length=32), nullable=False),
+    sa.Column('attempt', sa.Integer(), nullable=False),
     sa.Column('seq', sa.Integer(), nullable=False),
     sa.Column('role', sa.String(length=16), nullable=False),
     sa.Column('content', sa.JSON(), nullable=False),
@@ -148,7 +150,7 @@ def upgrade() -> None:
     sa.ForeignKeyConstraint(['iteration_id'], ['iterations.id'], ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['project_id'], ['projects.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id'),
-    sa.UniqueConstraint('iteration_id', 'seq')
+    sa.UniqueConstraint('iteration_id', 'attempt', 'seq')
     )
     with op.batch_alter_table('messages', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_messages_agent_id'), ['agent_id'], unique=False)
