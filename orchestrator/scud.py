@@ -1,0 +1,542 @@
+"""Read and write SCUD Graph v1 task files (`.scud/tasks/tasks.scg`), which users already keep.
+
+The format is the one the `scud` CLI writes: phases (tags) separated by `---`, each a
+`# SCUD Graph v1` / `# Phase: tag` header, an `@meta { key value }` block and the sections
+`@nodes`, `@edges`, `@parents`, `@assignments`, `@details`. We read more than scud writes
+(`key: value` meta, priority words, no header, blank lines inside details) and write exactly
+what scud writes, so a file can go back and forth between the two tools.
+
+A plain id names a task of the same phase, `phase:id` a task of any phase; the latter
+(`ScudTask.key`) is the id the task gets in Constellation's DAG.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from orchestrator.dag import TaskSpec
+from shared.errors import InvalidInput
+
+STATUSES = {"P": "pending", "I": "in-progress", "D": "done", "R": "review"}
+STATUSES |= {"B": "blocked", "F": "deferred", "C": "cancelled", "X": "expanded"}
+CLOSED = frozenset("DCF")
+"""Done, cancelled, deferred: tasks that are not to be run."""
+PRIORITIES = {"C": "critical", "H": "high", "M": "medium", "L": "low"}
+_ID = re.compile(r"[A-Za-z0-9_.:-]+")
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_SECTIONS = ("meta", "nodes", "edges", "parents", "assignments", "details")
+_ESCAPES = {"\\": "\\", "|": "|", "n": "\n"}
+
+
+def status_code(raw: str) -> str | None:
+    """The one-letter code for a status given as a code or a name (`D`, `done`, `in_progress`)."""
+    word = raw.strip().lower().replace("_", "-")
+    if word.upper() in STATUSES:
+        return word.upper()
+    return next((code for code, name in STATUSES.items() if name == word), None)
+
+
+def _priority(raw: str | None) -> str | None:
+    if raw is None or not raw.strip():
+        return None
+    word = raw.strip().lower()
+    return PRIORITIES.get(word.upper(), word if word in PRIORITIES.values() else "?")
+
+
+class ScudTask(BaseModel):
+    """One task of a SCUD graph. References (`depends_on`, `parent`, `children`) are ids as
+    written: plain for a task of the same phase, `phase:id` for one in another phase."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=_ID.pattern)
+    title: str
+    status: str = "P"
+    complexity: int | None = None
+    priority: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    parent: str | None = None
+    children: list[str] = Field(default_factory=list)
+    details: dict[str, str] = Field(default_factory=dict)
+    phase: str | None = None
+    assigned_to: str | None = None
+
+    @field_validator("status")
+    @classmethod
+    def _known_status(cls, value: str) -> str:
+        code = status_code(value)
+        if code is None:
+            msg = f"unknown status '{value}' (expected one of {', '.join(STATUSES)})"
+            raise ValueError(msg)
+        return code
+
+    @field_validator("priority")
+    @classmethod
+    def _known_priority(cls, value: str | None) -> str | None:
+        word = _priority(value)
+        if word == "?":
+            msg = f"unknown priority '{value}' (expected {', '.join(PRIORITIES.values())} or empty)"
+            raise ValueError(msg)
+        return word
+
+    @property
+    def key(self) -> str:
+        """The id unique across the file: `phase:id`, or the bare id in an unnamed phase."""
+        if self.phase is None or self.id.startswith(f"{self.phase}:"):
+            return self.id
+        return f"{self.phase}:{self.id}"
+
+
+class ScudPhase(BaseModel):
+    """One phase (tag): the part of the file between `---` separators."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    meta: dict[str, str] = Field(default_factory=dict)
+    tasks: list[ScudTask] = Field(default_factory=list)
+
+
+class ScudGraph(BaseModel):
+    """A whole tasks.scg file, phases and tasks in file order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    phases: list[ScudPhase] = Field(default_factory=list)
+
+    @property
+    def meta(self) -> dict[str, str]:
+        """The first phase's `@meta` (a single-phase file's only one)."""
+        return self.phases[0].meta if self.phases else {}
+
+    @property
+    def tasks(self) -> list[ScudTask]:
+        return [task for phase in self.phases for task in phase.tasks]
+
+
+def _resolve(index: Mapping[str, ScudTask], ref: str, phase: str | None) -> ScudTask | None:
+    """The task `ref` names when written in `phase`: its own phase first, then any phase."""
+    local = index.get(f"{phase}:{ref}") if phase is not None else None
+    return local or index.get(ref)
+
+
+def _split(line: str) -> list[str]:
+    """Split a row on `|`, keeping escaped `\\|` and `\\\\` inside their cell, unstripped."""
+    cells, current = [], ""
+    chars = iter(line)
+    for char in chars:
+        if char == "\\":
+            current += char + next(chars, "")
+        elif char == "|":
+            cells.append(current)
+            current = ""
+        else:
+            current += char
+    return [*cells, current]
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), text)
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "\\n")
+
+
+class _Parser:
+    """Reads a file line by line; keeps the line of each task row so write_back can edit it."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.phases: list[ScudPhase] = []
+        self.rows: dict[str, int] = {}
+        self.edges: list[tuple[int, ScudTask, str]] = []
+        self._start_phase()
+
+    def error(self, lineno: int, problem: str) -> InvalidInput:
+        return InvalidInput(f"{self.source}:{lineno}: {problem}")
+
+    def _start_phase(self) -> None:
+        self.phase = ScudPhase()
+        self.local: dict[str, ScudTask] = {}
+        self.pending_rows: list[tuple[ScudTask, int]] = []
+        self.section: str | None = None
+        self.has_content = False
+        self.detail: list[str] | None = None
+        self.blanks = 0
+
+    def feed(self, lineno: int, line: str) -> None:
+        if self.detail is not None and line.startswith("  "):
+            self.detail += [""] * self.blanks + [line[2:]]
+            self.blanks = 0
+            self.detail_task.details[self.detail_field] = "\n".join(self.detail)
+            return None
+        text = line.strip()
+        if not text:
+            self.blanks += 1
+            return None
+        self.detail, self.blanks = None, 0
+        if text == "---":
+            return self.end_phase()
+        self.has_content = True
+        if text.startswith("#"):
+            return self._comment(lineno, text)
+        if text.startswith("@"):
+            return self._section(lineno, text)
+        if self.section == "meta" and text == "}":
+            self.section = None
+            return None
+        handlers = {
+            "meta": self._meta,
+            "nodes": self._nodes,
+            "edges": self._edges,
+            "parents": self._parents,
+            "assignments": self._assignments,
+            "details": self._details,
+        }
+        if self.section is None:
+            raise self.error(
+                lineno, f"'{text[:40]}' is outside any section; put it under @nodes, @edges, ..."
+            )
+        return handlers[self.section](lineno, text)
+
+    def _comment(self, lineno: int, text: str) -> None:
+        if self.section is not None or self.phase.tasks:
+            return
+        body = text.lstrip("#").strip()
+        if version := re.fullmatch(r"SCUD Graph (v\d+)", body):
+            if version.group(1) != "v1":
+                raise self.error(lineno, f"this file is SCUD Graph {version.group(1)}; only v1 can be read")
+        elif name := re.fullmatch(r"(?:Phase|Epic):\s*(.*)", body):
+            self._name(lineno, name.group(1).strip())
+
+    def _section(self, lineno: int, text: str) -> None:
+        name = text[1:].removesuffix("{").strip()
+        if name not in _SECTIONS:
+            known = ", ".join(f"@{section}" for section in _SECTIONS)
+            raise self.error(lineno, f"unknown section '@{name}' (expected one of {known})")
+        self.section = name
+
+    def _name(self, lineno: int, name: str) -> None:
+        if not _NAME.fullmatch(name):
+            raise self.error(lineno, f"phase name '{name}' may use only letters, digits, '_', '.', '-'")
+        self.phase.name = name
+
+    def _meta(self, lineno: int, text: str) -> None:
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*:\s*(.*)", text) or re.fullmatch(r"(\S+)\s*(.*)", text)
+        assert match is not None  # the second pattern matches any stripped, non-empty line
+        key, value = match.group(1), match.group(2).strip()
+        if key == "name":
+            self._name(lineno, value)
+        self.phase.meta[key] = value
+
+    def _task_id(self, lineno: int, task_id: str) -> str:
+        if not _ID.fullmatch(task_id):
+            raise self.error(lineno, f"task id '{task_id}' may use only letters, digits, '_', '.', ':', '-'")
+        return task_id
+
+    def _local(self, lineno: int, ref: str) -> ScudTask:
+        prefix = f"{self.phase.name}:" if self.phase.name else ""
+        for candidate in (ref, ref.removeprefix(prefix), prefix + ref):
+            if candidate in self.local:
+                return self.local[candidate]
+        where = f" in phase '{self.phase.name}'" if self.phase.name else ""
+        raise self.error(lineno, f"no task '{ref}'{where}; list it under @nodes first")
+
+    def _nodes(self, lineno: int, text: str) -> None:
+        cells = [cell.strip() for cell in _split(text)]
+        if not 2 <= len(cells) <= 5:
+            raise self.error(
+                lineno, f"a task row is 'id | title | status | complexity | priority', not '{text}'"
+            )
+        task_id, title, status, complexity, priority = cells + [""] * (5 - len(cells))
+        if self._task_id(lineno, task_id) in self.local:
+            raise self.error(lineno, f"task '{task_id}' is defined twice")
+        if status_code(status or "P") is None:
+            raise self.error(
+                lineno, f"unknown status '{status}' for task '{task_id}' (one of {', '.join(STATUSES)})"
+            )
+        if complexity and not re.fullmatch(r"-?\d+", complexity):
+            raise self.error(lineno, f"complexity '{complexity}' of task '{task_id}' is not a whole number")
+        if _priority(priority) == "?":
+            raise self.error(
+                lineno, f"unknown priority '{priority}' for task '{task_id}' (critical/high/medium/low)"
+            )
+        task = ScudTask(
+            id=task_id,
+            title=_unescape(title),
+            status=status or "P",
+            complexity=int(complexity) if complexity else None,
+            priority=priority or None,
+        )
+        self.local[task_id] = task
+        self.phase.tasks.append(task)
+        self.pending_rows.append((task, lineno - 1))
+
+    def _edges(self, lineno: int, text: str) -> None:
+        sides = [side.strip() for side in text.split("->")]
+        if len(sides) != 2 or not all(sides):
+            raise self.error(lineno, f"an edge row is 'dependent -> dependency', not '{text}'")
+        task = self._local(lineno, sides[0])
+        if self._task_id(lineno, sides[1]) not in task.depends_on:
+            task.depends_on.append(sides[1])
+            self.edges.append((lineno, task, sides[1]))
+
+    def _parents(self, lineno: int, text: str) -> None:
+        match = re.fullmatch(r"(\S+?):(?:\s+(.*))?", text) or re.fullmatch(r"([^:\s]+):(.*)", text)
+        if match is None:
+            raise self.error(lineno, f"a parents row is 'parent: child, child', not '{text}'")
+        parent = self._local(lineno, match.group(1))
+        for ref in filter(None, (part.strip() for part in (match.group(2) or "").split(","))):
+            child = self._local(lineno, ref)
+            if child.parent is not None:
+                raise self.error(lineno, f"task '{child.id}' already has parent '{child.parent}'")
+            ancestor: ScudTask | None = parent
+            while ancestor is not None:
+                if ancestor is child:
+                    raise self.error(lineno, f"task '{child.id}' would be its own ancestor")
+                ancestor = self.local.get(ancestor.parent) if ancestor.parent else None
+            child.parent = parent.id
+            parent.children.append(child.id)
+
+    def _assignments(self, lineno: int, text: str) -> None:
+        cells = [cell.strip() for cell in _split(text)]
+        if len(cells) < 2:
+            raise self.error(lineno, f"an assignments row is 'id | assigned_to', not '{text}'")
+        self._local(lineno, cells[0]).assigned_to = _unescape(cells[1]) or None
+
+    def _details(self, lineno: int, text: str) -> None:
+        cells = _split(text)
+        if not 2 <= len(cells) <= 3:
+            raise self.error(
+                lineno, f"a details row is 'id | field |' then lines indented two spaces, not '{text}'"
+            )
+        task, field = self._local(lineno, cells[0].strip()), cells[1].strip()
+        if not _NAME.fullmatch(field):
+            raise self.error(lineno, f"details field '{field}' may use only letters, digits, '_', '.', '-'")
+        if field in task.details:
+            raise self.error(lineno, f"task '{task.id}' has its '{field}' details twice")
+        inline = cells[2].strip() if len(cells) == 3 else ""
+        self.detail, self.detail_task, self.detail_field = [inline] if inline else [], task, field
+        task.details[field] = inline
+
+    def end_phase(self) -> None:
+        if self.has_content:
+            self.phases.append(self.phase)
+            for task, row in self.pending_rows:
+                task.phase = self.phase.name
+                if task.key in self.rows:
+                    first = self.rows[task.key] + 1
+                    raise self.error(row + 1, f"task '{task.key}' is defined twice (first on line {first})")
+                self.rows[task.key] = row
+        self._start_phase()
+
+    def finish(self) -> ScudGraph:
+        """Resolve every dependency once all phases are read; they may point at later phases."""
+        self.end_phase()
+        index = {task.key: task for phase in self.phases for task in phase.tasks}
+        for lineno, task, ref in self.edges:
+            if _resolve(index, ref, task.phase) is None:
+                raise self.error(lineno, f"task '{task.id}' depends on unknown task '{ref}'")
+        for task in index.values():
+            targets = [_resolve(index, ref, task.phase) for ref in task.depends_on]
+            refs = [target.id if target.phase == task.phase else target.key for target in targets if target]
+            task.depends_on = list(dict.fromkeys(refs))
+        return ScudGraph(phases=self.phases)
+
+
+def _parse(text: str, source: str) -> tuple[ScudGraph, dict[str, int]]:
+    parser = _Parser(source)
+    for lineno, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
+        parser.feed(lineno, line.removesuffix("\r"))
+    return parser.finish(), parser.rows
+
+
+def parse_scg(text: str, source: str = "tasks.scg") -> ScudGraph:
+    """Parse a SCUD Graph v1 file.
+
+    Raises:
+        InvalidInput: `source:LINE: what is wrong` for the first malformed line.
+    """
+    return _parse(text, source)[0]
+
+
+def dump_scg(graph: ScudGraph) -> str:
+    """Write `graph` as the scud CLI writes it; `parse_scg(dump_scg(g)) == g` for parsed graphs."""
+    return "\n---\n\n".join(_dump_phase(phase) for phase in graph.phases)
+
+
+def _dump_phase(phase: ScudPhase) -> str:
+    tasks = phase.tasks
+    lines = ["# SCUD Graph v1", *([f"# Phase: {phase.name}"] if phase.name else []), ""]
+    if phase.meta:
+        lines += ["@meta {", *(f"  {key} {value}".rstrip() for key, value in phase.meta.items()), "}", ""]
+    lines += ["@nodes", "# id | title | status | complexity | priority", *map(_node_row, tasks), ""]
+    sections = {
+        "@edges\n# dependent -> dependency": [f"{t.id} -> {dep}" for t in tasks for dep in t.depends_on],
+        "@parents\n# parent: subtasks...": [f"{t.id}: {', '.join(t.children)}" for t in tasks if t.children],
+        "@assignments\n# id | assigned_to": [
+            f"{t.id} | {_escape(t.assigned_to)}" for t in tasks if t.assigned_to is not None
+        ],
+        "@details": [
+            f"{t.id} | {field} |\n" + "\n".join(f"  {line}" for line in value.split("\n"))
+            for t in tasks
+            for field, value in t.details.items()
+        ],
+    }
+    for header, rows in sections.items():
+        if rows:
+            lines += [header, *rows, ""]
+    return "\n".join(lines)
+
+
+def _node_row(task: ScudTask) -> str:
+    complexity = "" if task.complexity is None else str(task.complexity)
+    priority = next((code for code, word in PRIORITIES.items() if word == task.priority), "")
+    return f"{task.id} | {_escape(task.title)} | {task.status} | {complexity} | {priority}".rstrip()
+
+
+def to_task_specs(graph: ScudGraph) -> list[TaskSpec]:
+    """The tasks still to run, as DAG nodes with phase-qualified ids.
+
+    Left out: tasks done, cancelled or deferred (D, C, F) and everything under such a parent;
+    parents with children, whose work is their children. A dependency on a left-out task is
+    dropped: done is satisfied, and cancelled or deferred work will not come, so waiting on it
+    would stall the project forever. A dependency on a parent becomes one on its children, and
+    children inherit their parent's dependencies. Unknown references are kept as they are, so
+    `validate_dag` names them.
+    """
+    index = {task.key: task for task in graph.tasks}
+    return [
+        TaskSpec(
+            id=task.key,
+            title=task.title,
+            description=_description(task),
+            depends_on=_dependencies(task, index),
+        )
+        for task in graph.tasks
+        if not task.children and not _closed(task, index)
+    ]
+
+
+def _ancestors(task: ScudTask, index: Mapping[str, ScudTask]) -> list[ScudTask]:
+    chain: list[ScudTask] = []
+    parent = _resolve(index, task.parent, task.phase) if task.parent else None
+    while parent is not None and parent not in chain:
+        chain.append(parent)
+        parent = _resolve(index, parent.parent, parent.phase) if parent.parent else None
+    return chain
+
+
+def _closed(task: ScudTask, index: Mapping[str, ScudTask]) -> bool:
+    return any(node.status in CLOSED for node in [task, *_ancestors(task, index)])
+
+
+def _dependencies(task: ScudTask, index: Mapping[str, ScudTask]) -> list[str]:
+    lineage = [task, *_ancestors(task, index)]
+    skip = {node.key for node in lineage}
+    result: list[str] = []
+    for node in lineage:
+        for ref in node.depends_on:
+            target = _resolve(index, ref, node.phase)
+            result += _runnable_keys(target, index, skip) if target else [ref]
+    return list(dict.fromkeys(result))
+
+
+def _runnable_keys(task: ScudTask, index: Mapping[str, ScudTask], skip: set[str]) -> list[str]:
+    """What depending on `task` means: on itself, on its runnable descendants, or on nothing."""
+    if task.key in skip or _closed(task, index):
+        return []
+    if not task.children:
+        return [task.key]
+    keys: list[str] = []
+    for ref in task.children:
+        child = _resolve(index, ref, task.phase)
+        keys += _runnable_keys(child, index, skip | {task.key}) if child else []
+    return keys
+
+
+def _description(task: ScudTask) -> str:
+    parts = [task.details.get("description", "")]
+    for field, value in task.details.items():
+        if field != "description":
+            parts.append(f"## {field.replace('_', ' ').capitalize()}\n{value}")
+    return "\n\n".join(part for part in parts if part.strip())
+
+
+def _find(graph: ScudGraph, task_id: str) -> ScudTask:
+    """The task with key `task_id`, or with bare id `task_id` if only one phase has it."""
+    matches = [task for task in graph.tasks if task.key == task_id]
+    matches = matches or [task for task in graph.tasks if task.id == task_id]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        keys = ", ".join(task.key for task in matches)
+        msg = f"task id '{task_id}' is in several phases ({keys}); give it as phase:id"
+    else:
+        msg = f"no task '{task_id}' in the SCUD graph"
+    raise InvalidInput(msg)
+
+
+def _code(status: str) -> str:
+    code = status_code(status)
+    if code is None:
+        msg = f"unknown SCUD status '{status}' (expected one of {', '.join(STATUSES)})"
+        raise InvalidInput(msg)
+    return code
+
+
+def set_status(graph: ScudGraph, task_id: str, status: str) -> ScudGraph:
+    """A copy of `graph` with one task's status changed (`status` as a code or a name)."""
+    code = _code(status)
+    changed = graph.model_copy(deep=True)
+    _find(changed, task_id).status = code
+    return changed
+
+
+def write_back(path: Path, statuses: Mapping[str, str]) -> None:
+    """Record finished tasks' statuses in the user's tasks.scg, changing nothing else.
+
+    The file is read again (the user or scud may have edited it), only the status cells of the
+    named task rows are rewritten in place, and the result replaces the file atomically, so a
+    crash leaves the old file or the new one, never half of one.
+    """
+    text = path.read_bytes().decode("utf-8")
+    graph, rows = _parse(text, str(path))
+    lines = text.split("\n")
+    for task_id, status in statuses.items():
+        row = rows[_find(graph, task_id).key]
+        lines[row] = _replace_status(lines[row], _code(status))
+    _replace_file(path, "\n".join(lines).encode("utf-8"))
+
+
+def _replace_status(row: str, code: str) -> str:
+    cells = _split(row)
+    if len(cells) < 3:
+        return f"{row.rstrip()} | {code}"
+    old = cells[2]
+    lead, trail = old[: len(old) - len(old.lstrip())], old[len(old.rstrip()) :]
+    cells[2] = f"{lead or ' '}{code}{trail or ' ' * (len(cells) > 3)}"
+    return "|".join(cells)
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        shutil.copymode(path, tmp)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
