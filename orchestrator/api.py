@@ -15,10 +15,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
-from orchestrator import projects, scheduler, workspace
+from orchestrator import lifecycle, projects, scheduler, workspace
 from orchestrator.dispatch import Dispatcher
 from orchestrator.follow import follow
 from shared.errors import InvalidInput, RaasError, Unauthorized
@@ -89,6 +89,37 @@ def list_projects() -> list[ProjectOut]:
 @router.post("/projects/{project_id}/start")
 def start_project(project_id: str, ctx: Ctx) -> ProjectOut:
     return projects.start_project(project_id, ctx.dispatcher, ctx.bus)
+
+
+@router.post("/projects/{project_id}/pause")
+def pause_project(project_id: str, ctx: Ctx) -> ProjectOut:
+    return lifecycle.pause_project(project_id, ctx.dispatcher, ctx.bus)
+
+
+@router.post("/projects/{project_id}/resume")
+def resume_project(project_id: str, ctx: Ctx) -> ProjectOut:
+    return lifecycle.resume_project(project_id, ctx.dispatcher, ctx.bus)
+
+
+@router.post("/projects/{project_id}/stop")
+def stop_project(project_id: str, ctx: Ctx) -> ProjectOut:
+    return lifecycle.stop_project(project_id, ctx.dispatcher, ctx.bus)
+
+
+@router.put("/projects/{project_id}/prompt")
+async def set_prompt(request: Request, project_id: str, ctx: Ctx) -> ProjectOut:
+    body = await request.body()
+    try:
+        prompt = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = "the new PROMPT.md is not UTF-8 text"
+        raise InvalidInput(msg) from exc
+    return lifecycle.set_prompt(project_id, prompt, ctx.dispatcher, ctx.bus)
+
+
+@router.get("/projects/{project_id}/diff", response_class=PlainTextResponse)
+def project_diff(project_id: str, ctx: Ctx, iteration: int | None = None) -> str:
+    return projects.project_diff(ctx.workspaces_dir, project_id, iteration)
 
 
 @router.get("/projects/{project_id}")

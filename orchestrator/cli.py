@@ -82,6 +82,69 @@ def status(project_id: str, as_json: JsonFlag = False) -> None:
         out.print(f"  iteration {it['number']:>3}  {it['status']:<9}  ${float(it['cost_usd']):.4f}  {mark}")
 
 
+@app.command("ls")
+def list_projects(as_json: JsonFlag = False) -> None:
+    """List projects, newest first."""
+    rows = _api().projects()
+    if as_json:
+        _print_json(rows)
+        return
+    for row in rows:
+        out.print(
+            f"{row['id']}  {row['status']:<9}  ${float(row['spent_usd']):>8.4f}  {row['name']}",
+            highlight=False,
+        )
+
+
+def _lifecycle(project_id: str, verb: str, as_json: bool) -> None:
+    project = _api().action(project_id, verb)
+    if as_json:
+        _print_json(project)
+    else:
+        sys.stdout.write(f"{project['id']} {project['status']}\n")
+
+
+@app.command()
+def pause(project_id: str, as_json: JsonFlag = False) -> None:
+    """Pause a running project: its iterations stop after their current LLM call."""
+    _lifecycle(project_id, "pause", as_json)
+
+
+@app.command()
+def resume(project_id: str, as_json: JsonFlag = False) -> None:
+    """Resume a paused project (also resets an open circuit breaker)."""
+    _lifecycle(project_id, "resume", as_json)
+
+
+@app.command()
+def stop(project_id: str, as_json: JsonFlag = False) -> None:
+    """Stop a project for good: running iterations end, their containers are removed."""
+    _lifecycle(project_id, "stop", as_json)
+
+
+@app.command()
+def prompt(
+    project_id: str,
+    file: Annotated[Path, typer.Argument(help="The new PROMPT.md.", exists=True, dir_okay=False)],
+    as_json: JsonFlag = False,
+) -> None:
+    """Replace a project's PROMPT.md; the next iteration reads the new text."""
+    project = _api().set_prompt(project_id, file.read_text(encoding="utf-8"))
+    if as_json:
+        _print_json(project)
+    else:
+        sys.stdout.write(f"{project['id']} prompt updated\n")
+
+
+@app.command()
+def diff(
+    project_id: str,
+    iteration: Annotated[int | None, typer.Option(help="Only what this iteration changed.")] = None,
+) -> None:
+    """Show what the agents changed in the workspace (git diff)."""
+    sys.stdout.write(_api().diff(project_id, iteration))
+
+
 def format_event(event: EventOut) -> str:
     data = event.data
     if event.type == "agent_output_chunk":

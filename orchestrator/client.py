@@ -79,6 +79,34 @@ class CoordinatorAPI:
         result: dict[str, Any] = self.request("POST", f"/v1/projects/{project_id}/start")
         return result
 
+    def action(self, project_id: str, verb: str) -> dict[str, Any]:
+        """POST /v1/projects/ID/VERB (pause, resume, stop)."""
+        result: dict[str, Any] = self.request("POST", f"/v1/projects/{project_id}/{verb}")
+        return result
+
+    def set_prompt(self, project_id: str, prompt: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "PUT",
+            f"/v1/projects/{project_id}/prompt",
+            content=prompt.encode(),
+            headers={"Content-Type": "text/markdown"},
+        )
+        return result
+
+    def projects(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request("GET", "/v1/projects")
+        return result
+
+    def diff(self, project_id: str, iteration: int | None) -> str:
+        params = {"iteration": iteration} if iteration is not None else {}
+        try:
+            response = self._http.get(f"/v1/projects/{project_id}/diff", params=params)
+        except httpx.TransportError as exc:
+            msg = f"the coordinator at {self.base_url} does not answer ({type(exc).__name__})"
+            raise errors.ServiceUnavailable(msg) from exc
+        self._raise_for(response)
+        return response.text
+
     def project(self, project_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", f"/v1/projects/{project_id}")
         return result

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator import workspace
 from orchestrator.dispatch import Dispatcher
+from orchestrator.outbox import transaction
 from shared import events
 from shared.db import session_scope
 from shared.errors import Conflict, InvalidInput, NotFound
@@ -95,31 +96,24 @@ def get_project_row(session: Session, project_id: str, *, lock: bool = False) ->
 
 def start_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
     """Expand a created project into its task and root agent and enqueue its first iteration."""
-    with session_scope() as session:
-        project = get_project_row(session, project_id, lock=True)
+    with transaction(dispatcher, bus) as out:
+        project = get_project_row(out.session, project_id, lock=True)
         if project.status != ProjectStatus.CREATED:
             msg = f"project {project_id} is {project.status.value}; only a created project can be started"
             raise Conflict(msg)
         task = Task(project_id=project.id, key="main", title=project.name, category="builder")
-        session.add(task)
-        session.flush()
+        out.session.add(task)
+        out.session.flush()
         agent = Agent(
             project_id=project.id, task_id=task.id, depth=0, category="builder", created_at=utcnow()
         )
-        session.add(agent)
-        session.flush()
-        iteration = Iteration(project_id=project.id, agent_id=agent.id, number=1, created_at=utcnow())
-        session.add(iteration)
+        out.session.add(agent)
+        out.session.flush()
         project.status = ProjectStatus.RUNNING
         project.started_at = utcnow()
-        session.flush()
-        event = events.record(session, project.id, events.PROJECT_STARTED, {"workflow": "ralph"})
-        out = ProjectOut.model_validate(project)
-        iteration_id = iteration.id
-    bus.publish(event)
-    # After the commit, so a worker that claims it finds the row.
-    dispatcher.enqueue_iteration(project_id, iteration_id)
-    return out
+        out.event(project.id, events.PROJECT_STARTED, {"workflow": "ralph"})
+        out.new_iteration(project.id, agent.id, 1)
+        return ProjectOut.model_validate(project)
 
 
 def project_detail(project_id: str) -> ProjectDetail:
@@ -165,3 +159,25 @@ def project_config(session: Session, project_id: str) -> ProjectConfig:
 def event_history(project_id: str, after_seq: int = 0) -> list[EventOut]:
     with session_scope() as session:
         return events.history(session, project_id, after_seq, limit=100_000)
+
+
+def project_diff(workspaces_dir: Path, project_id: str, iteration_number: int | None) -> str:
+    """What one iteration changed (its commits), or the whole project since its first commit."""
+    with session_scope() as session:
+        project = get_project_row(session, project_id)
+        if iteration_number is None:
+            return workspace.diff(
+                workspaces_dir, project.id, workspace.root_commit(workspaces_dir, project.id), "main"
+            )
+        iteration = session.scalars(
+            select(Iteration)
+            .join(Agent, Agent.id == Iteration.agent_id)
+            .where(Iteration.project_id == project_id, Iteration.number == iteration_number, Agent.depth == 0)
+        ).first()
+        if iteration is None:
+            msg = f"project {project_id} has no iteration {iteration_number}"
+            raise NotFound(msg)
+        if iteration.base_sha is None or iteration.commit_sha is None:
+            msg = f"iteration {iteration_number} of {project_id} has not committed anything yet"
+            raise Conflict(msg)
+        return workspace.diff(workspaces_dir, project.id, iteration.base_sha, iteration.commit_sha)

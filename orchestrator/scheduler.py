@@ -9,8 +9,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
 from orchestrator import workspace
 from orchestrator.dispatch import Dispatcher
+from orchestrator.outbox import Outbox, transaction
 from orchestrator.projects import get_project_row
 from shared import events
 from shared.db import session_scope
@@ -19,6 +23,7 @@ from shared.events import EventBus
 from shared.models import (
     Agent,
     AgentStatus,
+    ErrorKind,
     Iteration,
     IterationStatus,
     Project,
@@ -28,64 +33,93 @@ from shared.models import (
     utcnow,
 )
 from shared.project_config import ProjectConfig
-from shared.schemas import EventOut
 
 log = logging.getLogger(__name__)
 
 
 def advance(project_id: str, iteration_id: str, dispatcher: Dispatcher, bus: EventBus) -> None:
-    """Act on a finished iteration: complete or fail the project, or enqueue the next iteration."""
-    next_iteration: str | None = None
-    recorded: list[EventOut] = []
-    with session_scope() as session:
-        project = get_project_row(session, project_id, lock=True)
-        iteration = session.get(Iteration, iteration_id)
+    """Act on a finished iteration: complete, fail or pause the project, or enqueue the next one."""
+    with transaction(dispatcher, bus) as out:
+        project = get_project_row(out.session, project_id, lock=True)
+        iteration = out.session.get(Iteration, iteration_id)
         if iteration is None or iteration.advanced or not iteration.status.is_finished:
             log.info("advance %s/%s: nothing to do", project_id, iteration_id)
             return
         iteration.advanced = True
-        if project.status != ProjectStatus.RUNNING:
-            return
-        config = ProjectConfig.model_validate(project.config)
-        agent = session.get_one(Agent, iteration.agent_id)
-        task = session.get(Task, agent.task_id) if agent.task_id else None
-        if iteration.completed_task:
-            agent.status = AgentStatus.COMPLETED
-            if task is not None:
-                task.status = TaskStatus.COMPLETED
-            _set_end(project, ProjectStatus.COMPLETED, None)
-            recorded.append(
-                events.record(
-                    session,
-                    project_id,
-                    events.PROJECT_COMPLETED,
-                    {"summary": iteration.summary, "iterations": iteration.number},
-                )
-            )
-        elif iteration.number >= config.max_iterations:
-            reason = f"max_iterations ({config.max_iterations}) reached without task_complete"
-            agent.status = AgentStatus.ERROR
-            if task is not None:
-                task.status = TaskStatus.FAILED
-            _set_end(project, ProjectStatus.FAILED, reason)
-            recorded.append(events.record(session, project_id, events.PROJECT_FAILED, {"reason": reason}))
-        else:
-            nxt = Iteration(
-                project_id=project_id, agent_id=agent.id, number=iteration.number + 1, created_at=utcnow()
-            )
-            session.add(nxt)
-            session.flush()
-            next_iteration = nxt.id
-    for event in recorded:
-        bus.publish(event)
-    if next_iteration is not None:
-        dispatcher.enqueue_iteration(project_id, next_iteration)
+        if project.status == ProjectStatus.RUNNING:
+            _decide(out, project, iteration)
 
 
-def _set_end(project: Project, status: ProjectStatus, reason: str | None) -> None:
+def _decide(out: Outbox, project: Project, iteration: Iteration) -> None:
+    config = ProjectConfig.model_validate(project.config)
+    agent = out.session.get_one(Agent, iteration.agent_id)
+    if iteration.error_kind == ErrorKind.API_KEY:
+        pause(out, project, "api_key_required", iteration.error or "the API key was rejected")
+        out.event(project.id, events.API_KEY_REQUIRED, {"error": iteration.error}, iteration_id=iteration.id)
+    elif (
+        iteration.completed_task and _completing_streak(out.session, agent.id) >= config.completion_threshold
+    ):
+        _finish_agent(out.session, agent, TaskStatus.COMPLETED)
+        end(
+            out,
+            project,
+            ProjectStatus.COMPLETED,
+            None,
+            {"summary": iteration.summary, "iterations": iteration.number},
+        )
+    elif iteration.number >= config.max_iterations:
+        reason = f"max_iterations ({config.max_iterations}) reached without task_complete"
+        _finish_agent(out.session, agent, TaskStatus.FAILED)
+        end(out, project, ProjectStatus.FAILED, reason, {"reason": reason})
+    else:
+        out.new_iteration(project.id, agent.id, iteration.number + 1)
+
+
+def _completing_streak(session: Session, agent_id: str) -> int:
+    """How many of the agent's latest finished iterations, in a row, completed the task."""
+    flags = session.scalars(
+        select(Iteration.completed_task)
+        .where(
+            Iteration.agent_id == agent_id,
+            Iteration.status.in_([IterationStatus.SUCCEEDED, IterationStatus.FAILED]),
+        )
+        .order_by(Iteration.number.desc())
+    )
+    streak = 0
+    for completed in flags:
+        if not completed:
+            break
+        streak += 1
+    return streak
+
+
+def _finish_agent(session: Session, agent: Agent, task_status: TaskStatus) -> None:
+    agent.status = AgentStatus.COMPLETED if task_status == TaskStatus.COMPLETED else AgentStatus.ERROR
+    task = session.get(Task, agent.task_id) if agent.task_id else None
+    if task is not None:
+        task.status = task_status
+
+
+_END_EVENTS = {
+    ProjectStatus.COMPLETED: events.PROJECT_COMPLETED,
+    ProjectStatus.FAILED: events.PROJECT_FAILED,
+    ProjectStatus.STOPPED: events.PROJECT_STOPPED,
+}
+
+
+def end(
+    out: Outbox, project: Project, status: ProjectStatus, reason: str | None, data: dict[str, object]
+) -> None:
     project.status = status
     project.status_reason = reason
     project.finished_at = utcnow()
+    out.event(project.id, _END_EVENTS[status], data)
+
+
+def pause(out: Outbox, project: Project, reason_code: str, message: str) -> None:
+    project.status = ProjectStatus.PAUSED
+    project.status_reason = f"{reason_code}: {message}"
+    out.event(project.id, events.PROJECT_PAUSED, {"reason": reason_code, "message": message})
 
 
 def accept_workspace(

@@ -10,12 +10,18 @@ import uvicorn
 
 from orchestrator.api import create_app
 from orchestrator.dispatch import CeleryDispatcher
+from orchestrator.reconcile import Reconciler
 from shared.celery_app import COORDINATOR_QUEUE, app
 from shared.events import RedisBus
 from shared.migrate import upgrade
 from shared.settings import get_settings
 
 log = logging.getLogger(__name__)
+
+
+def _terminate(task_id: str) -> None:
+    # SIGKILL: the iteration is already recorded as ended; nothing of it is worth saving.
+    app.control.revoke(task_id, terminate=True, signal="SIGKILL")
 
 
 def run_coordinator(host: str, port: int, concurrency: int = 4) -> None:
@@ -27,10 +33,14 @@ def run_coordinator(host: str, port: int, concurrency: int = 4) -> None:
     settings = get_settings()
     upgrade(settings.database_url)
     settings.workspaces_dir().mkdir(parents=True, exist_ok=True)
-    api = create_app(settings, CeleryDispatcher(app), RedisBus(settings.redis_url))
+    dispatcher, bus = CeleryDispatcher(app), RedisBus(settings.redis_url)
+    api = create_app(settings, dispatcher, bus)
     server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level="info"))
     thread = threading.Thread(target=server.run, name="api", daemon=True)
     thread.start()
+    stop_reconciling = threading.Event()
+    reconciler = Reconciler(settings, dispatcher, bus, terminate=_terminate)
+    threading.Thread(target=reconciler.loop, args=(stop_reconciling,), name="reconcile", daemon=True).start()
     import orchestrator.tasks  # noqa: F401  (registers the coordinator's tasks)
 
     try:
@@ -52,5 +62,6 @@ def run_coordinator(host: str, port: int, concurrency: int = 4) -> None:
             ]
         )
     finally:
+        stop_reconciling.set()
         server.should_exit = True
         thread.join(timeout=10)

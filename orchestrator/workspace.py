@@ -122,3 +122,7 @@ def export_tree(workspaces_dir: Path, project_id: str, dest: Path, rev: str = "m
 
 def diff(workspaces_dir: Path, project_id: str, base: str, new: str) -> str:
     return git(repo_path(workspaces_dir, project_id), "diff", base, new)
+
+
+def root_commit(workspaces_dir: Path, project_id: str) -> str:
+    return git(repo_path(workspaces_dir, project_id), "rev-list", "--max-parents=0", "main").splitlines()[-1]

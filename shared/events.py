@@ -39,6 +39,10 @@ LLM_RETRY = "llm_retry"
 BUDGET_WARNING = "budget_warning"
 BUDGET_EXCEEDED = "budget_exceeded"
 API_KEY_REQUIRED = "api_key_required"
+PROMPT_UPDATED = "prompt_updated"
+CIRCUIT_BREAKER_TRIGGERED = "circuit_breaker_triggered"
+SUBAGENT_SPAWNED = "subagent_spawned"
+RATE_LIMIT_WAIT = "rate_limit_wait"
 
 #: A follower stops after one of these.
 TERMINAL_EVENTS = frozenset({PROJECT_COMPLETED, PROJECT_FAILED, PROJECT_STOPPED})

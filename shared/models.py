@@ -164,6 +164,8 @@ class Iteration(Base):
     status: Mapped[IterationStatus] = mapped_column(_enum(IterationStatus), default=IterationStatus.QUEUED)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     worker: Mapped[str | None] = mapped_column(String(200))
+    # The Celery task running it, so a stopped project's stragglers can be terminated.
+    task_id: Mapped[str | None] = mapped_column(String(64))
     heartbeat_at: Mapped[datetime | None] = _ts()
     completed_task: Mapped[bool] = mapped_column(default=False)
     summary: Mapped[str | None] = mapped_column(Text)
@@ -178,6 +180,8 @@ class Iteration(Base):
     # report delivered twice advances the project once.
     advanced: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = _ts(nullable=False)
+    # When a message for it was last sent to the broker; the reconcile loop resends old ones.
+    enqueued_at: Mapped[datetime | None] = _ts()
     started_at: Mapped[datetime | None] = _ts()
     finished_at: Mapped[datetime | None] = _ts()
 

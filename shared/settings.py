@@ -40,6 +40,13 @@ class Settings(BaseSettings):
     )
     worker_name: str = Field(default="", description="Worker node name; empty means celery's default.")
     heartbeat_interval_s: float = Field(default=5.0, description="How often a running iteration beats.")
+    max_iteration_attempts: int = Field(
+        default=3, description="An iteration whose worker died this many times is failed, not re-run."
+    )
+    requeue_after_s: float = Field(
+        default=300.0, description="A queued iteration not started after this is sent to the broker again."
+    )
+    reconcile_interval_s: float = Field(default=10.0, description="How often the reconcile loop runs.")
     heartbeat_stale_s: float = Field(
         default=30.0,
         description="A running iteration whose heartbeat is older than this has lost its worker.",

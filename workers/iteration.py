@@ -78,9 +78,9 @@ class IterationRunner:
 
         return emit
 
-    def run(self, iteration_id: str) -> Claim | None:
+    def run(self, iteration_id: str, task_id: str | None = None) -> Claim | None:
         """Run the iteration if this worker can claim it; return the claim (None if not ours)."""
-        claim = records.claim(iteration_id, self.worker_name, self.settings.heartbeat_stale_s)
+        claim = records.claim(iteration_id, self.worker_name, self.settings.heartbeat_stale_s, task_id)
         if claim is None:
             log.info("iteration %s is not claimable (done, or running elsewhere)", iteration_id)
             return None

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import and_, or_, update
+from sqlalchemy import and_, or_, select, update
 
 from shared.db import session_scope
 from shared.models import (
@@ -22,6 +22,7 @@ from shared.models import (
     IterationStatus,
     Message,
     Project,
+    ProjectStatus,
     Task,
     utcnow,
 )
@@ -45,7 +46,7 @@ class Claim:
     config: ProjectConfig
 
 
-def claim(iteration_id: str, worker: str, stale_after_s: float) -> Claim | None:
+def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | None = None) -> Claim | None:
     """Take the iteration for this worker, in one conditional UPDATE.
 
     It can be taken when it is queued, or when it is running but its heartbeat is older than
@@ -68,6 +69,7 @@ def claim(iteration_id: str, worker: str, stale_after_s: float) -> Claim | None:
                 status=IterationStatus.RUNNING,
                 attempt=Iteration.attempt + 1,
                 worker=worker,
+                task_id=task_id,
                 heartbeat_at=now,
                 started_at=now,
             )
@@ -222,3 +224,9 @@ def awaits_advance(iteration_id: str) -> bool:
     with session_scope() as session:
         iteration = session.get(Iteration, iteration_id)
         return iteration is not None and iteration.status.is_finished and not iteration.advanced
+
+
+def project_running(project_id: str) -> bool:
+    """Checked between LLM calls: a paused or stopped project's iterations end early."""
+    with session_scope() as session:
+        return session.scalar(select(Project.status).where(Project.id == project_id)) == ProjectStatus.RUNNING

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anthropic
@@ -46,6 +46,7 @@ class SessionResult:
     completed: bool = False
     summary: str | None = None
     turns: int = 0
+    interrupted: bool = False
 
 
 def _tool_result(tool_use_id: str, content: str, is_error: bool) -> dict[str, Any]:
@@ -96,6 +97,9 @@ class AgentSession:
         messages = self._opening()
         result = SessionResult()
         while result.turns < self.config.max_turns:
+            if not records.project_running(self.claim.project_id):
+                result.interrupted = True
+                return result
             result.turns += 1
             reply = self._call(messages)
             if reply.stop_reason == "refusal":

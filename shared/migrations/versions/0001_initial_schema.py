@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 17:11:07.335344
+Create Date: 2026-11-22 17:14:28.461813
 """
 
 from alembic import op
@@ -105,6 +105,7 @@ def upgrade() -> None:
     sa.Column('status', sa.Enum('queued', 'running', 'succeeded', 'failed', name='iterationstatus', native_enum=False, length=16), nullable=False),
     sa.Column('attempt', sa.Integer(), nullable=False),
     sa.Column('worker', sa.String(length=200), nullable=True),
+    sa.Column('task_id', sa.String(length=64), nullable=True),
     sa.Column('heartbeat_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('completed_task', sa.Boolean(), nullable=False),
     sa.Column('summary', sa.Text(), nullable=True),
@@ -117,6 +118,7 @@ def upgrade() -> None:
     sa.Column('cost_usd', sa.Numeric(precision=14, scale=6), nullable=False),
     sa.Column('advanced', sa.Boolean(), nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('enqueued_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('started_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['agent_id'], ['agents.id'], ondelete='CASCADE'),

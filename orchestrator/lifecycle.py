@@ -1,0 +1,101 @@
+"""Pausing, resuming, stopping a project and changing its prompt while it runs.
+
+Workers look at the project's status between LLM calls: a paused or stopped project's running
+iterations finish their current call, commit what they did and end.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from orchestrator.dispatch import Dispatcher
+from orchestrator.outbox import Outbox, transaction
+from orchestrator.projects import get_project_row
+from orchestrator.scheduler import end, pause
+from shared import events
+from shared.errors import Conflict, InvalidInput
+from shared.events import EventBus
+from shared.models import Agent, AgentStatus, Iteration, IterationStatus, Project, ProjectStatus
+from shared.schemas import ProjectOut
+
+MAX_PROMPT_CHARS = 256 * 1024
+
+
+def _require(project: Project, allowed: tuple[ProjectStatus, ...], verb: str) -> None:
+    if project.status not in allowed:
+        names = " or ".join(s.value for s in allowed)
+        msg = f"project {project.id} is {project.status.value}; only a {names} project can be {verb}"
+        raise Conflict(msg)
+
+
+def pause_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
+    with transaction(dispatcher, bus) as out:
+        project = get_project_row(out.session, project_id, lock=True)
+        _require(project, (ProjectStatus.RUNNING,), "paused")
+        pause(out, project, "user", "paused by the user")
+        return ProjectOut.model_validate(project)
+
+
+def resume_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
+    """Run a paused project again: its idle agents get their next iteration."""
+    with transaction(dispatcher, bus) as out:
+        project = get_project_row(out.session, project_id, lock=True)
+        _require(project, (ProjectStatus.PAUSED,), "resumed")
+        project.status = ProjectStatus.RUNNING
+        project.status_reason = None
+        out.event(project.id, events.PROJECT_RESUMED, {})
+        _continue_idle_agents(out, project)
+        return ProjectOut.model_validate(project)
+
+
+def _continue_idle_agents(out: Outbox, project: Project) -> None:
+    agents = out.session.scalars(
+        select(Agent).where(
+            Agent.project_id == project.id,
+            Agent.status.not_in([AgentStatus.COMPLETED]),
+        )
+    )
+    for agent in agents:
+        latest = out.session.scalars(
+            select(Iteration).where(Iteration.agent_id == agent.id).order_by(Iteration.number.desc()).limit(1)
+        ).first()
+        if latest is None or latest.status.is_finished:
+            agent.status = AgentStatus.IDLE
+            out.new_iteration(project.id, agent.id, (latest.number if latest else 0) + 1)
+
+
+def stop_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
+    """End a project for good; the reconcile loop terminates iterations still running after 30 s."""
+    with transaction(dispatcher, bus) as out:
+        project = get_project_row(out.session, project_id, lock=True)
+        _require(project, (ProjectStatus.CREATED, ProjectStatus.RUNNING, ProjectStatus.PAUSED), "stopped")
+        end(out, project, ProjectStatus.STOPPED, "stopped by the user", {"reason": "stopped by the user"})
+        for iteration in out.session.scalars(
+            select(Iteration).where(
+                Iteration.project_id == project_id, Iteration.status == IterationStatus.QUEUED
+            )
+        ):
+            iteration.status = IterationStatus.FAILED
+            iteration.error = "project stopped before it ran"
+            iteration.advanced = True
+        return ProjectOut.model_validate(project)
+
+
+def set_prompt(project_id: str, prompt: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
+    """Replace PROMPT.md; the next iteration to start reads the new text."""
+    if not prompt.strip():
+        msg = "the new PROMPT.md is empty; write the agent's instructions in it"
+        raise InvalidInput(msg)
+    if len(prompt) > MAX_PROMPT_CHARS:
+        msg = f"the new PROMPT.md is longer than {MAX_PROMPT_CHARS // 1024} KiB; shorten it"
+        raise InvalidInput(msg)
+    with transaction(dispatcher, bus) as out:
+        project = get_project_row(out.session, project_id, lock=True)
+        _require(
+            project,
+            (ProjectStatus.CREATED, ProjectStatus.RUNNING, ProjectStatus.PAUSED),
+            "given a new prompt",
+        )
+        project.prompt = prompt
+        out.event(project.id, events.PROMPT_UPDATED, {"chars": len(prompt)})
+        return ProjectOut.model_validate(project)

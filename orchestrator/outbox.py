@@ -1,0 +1,59 @@
+"""What a coordinator transaction sends out once it has committed: events and iterations.
+
+Publishing or enqueueing before the commit would let a follower or a worker look for a row
+that is not there yet (or never will be, if the transaction rolls back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from orchestrator.dispatch import Dispatcher
+from shared import events
+from shared.db import session_scope
+from shared.events import EventBus
+from shared.models import Iteration, utcnow
+from shared.schemas import EventOut
+
+
+@dataclass
+class Outbox:
+    session: Session
+    events: list[EventOut] = field(default_factory=list)
+    iterations: list[tuple[str, str]] = field(default_factory=list)
+
+    def event(
+        self, project_id: str, type_: str, data: dict[str, Any] | None = None, **ids: str | None
+    ) -> None:
+        self.events.append(events.record(self.session, project_id, type_, data, **ids))
+
+    def new_iteration(self, project_id: str, agent_id: str, number: int) -> Iteration:
+        now = utcnow()
+        iteration = Iteration(
+            project_id=project_id, agent_id=agent_id, number=number, created_at=now, enqueued_at=now
+        )
+        self.session.add(iteration)
+        self.session.flush()
+        self.iterations.append((project_id, iteration.id))
+        return iteration
+
+    def requeue(self, project_id: str, iteration: Iteration) -> None:
+        iteration.enqueued_at = utcnow()
+        self.iterations.append((project_id, iteration.id))
+
+
+@contextmanager
+def transaction(dispatcher: Dispatcher, bus: EventBus) -> Iterator[Outbox]:
+    """A session whose outbox is delivered after the commit, and dropped on rollback."""
+    with session_scope() as session:
+        outbox = Outbox(session)
+        yield outbox
+    for event in outbox.events:
+        bus.publish(event)
+    for project_id, iteration_id in outbox.iterations:
+        dispatcher.enqueue_iteration(project_id, iteration_id)

@@ -1,0 +1,147 @@
+"""The reconcile loop: what makes at-least-once delivery whole (DESIGN.md rule 3).
+
+It re-enqueues iterations whose worker died (stale heartbeat) and fails those past their
+attempt limit, resends queued iterations whose message was lost (a broker restart), advances
+iterations whose report was lost, and terminates iterations of stopped projects that did not
+end by themselves. A restarted coordinator runs it at once, so it picks up every project.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+
+from orchestrator import scheduler
+from orchestrator.dispatch import Dispatcher
+from orchestrator.outbox import transaction
+from shared.events import EventBus
+from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, utcnow
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+STOP_GRACE_S = 30.0
+REPORT_GRACE_S = 5.0
+
+
+@dataclass
+class ReconcileReport:
+    requeued: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    advanced: list[str] = field(default_factory=list)
+    terminated: list[str] = field(default_factory=list)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        settings: Settings,
+        dispatcher: Dispatcher,
+        bus: EventBus,
+        terminate: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.dispatcher = dispatcher
+        self.bus = bus
+        self.terminate = terminate
+
+    def run_once(self, now: datetime | None = None) -> ReconcileReport:
+        now = now or utcnow()
+        report = ReconcileReport()
+        self._revive_or_fail(now, report)
+        self._resend_queued(now, report)
+        self._stop_leftovers(now, report)
+        for project_id, iteration_id in self._unadvanced(now):
+            scheduler.advance(project_id, iteration_id, self.dispatcher, self.bus)
+            report.advanced.append(iteration_id)
+        return report
+
+    def _revive_or_fail(self, now: datetime, report: ReconcileReport) -> None:
+        stale = now - timedelta(seconds=self.settings.heartbeat_stale_s)
+        with transaction(self.dispatcher, self.bus) as out:
+            rows = out.session.execute(
+                select(Iteration, Project.status)
+                .join(Project, Project.id == Iteration.project_id)
+                .where(Iteration.status == IterationStatus.RUNNING, Iteration.heartbeat_at < stale)
+                .with_for_update(of=Iteration)
+            ).all()
+            for iteration, project_status in rows:
+                if (
+                    project_status != ProjectStatus.RUNNING
+                    or iteration.attempt >= self.settings.max_iteration_attempts
+                ):
+                    iteration.status = IterationStatus.FAILED
+                    iteration.error_kind = ErrorKind.WORKER_LOST
+                    iteration.error = f"its worker stopped answering {iteration.attempt} time(s)"
+                    iteration.finished_at = now
+                    report.failed.append(iteration.id)
+                elif iteration.enqueued_at is None or iteration.enqueued_at < stale:
+                    out.requeue(iteration.project_id, iteration)
+                    report.requeued.append(iteration.id)
+
+    def _resend_queued(self, now: datetime, report: ReconcileReport) -> None:
+        cutoff = now - timedelta(seconds=self.settings.requeue_after_s)
+        with transaction(self.dispatcher, self.bus) as out:
+            rows = out.session.scalars(
+                select(Iteration)
+                .join(Project, Project.id == Iteration.project_id)
+                .where(
+                    Iteration.status == IterationStatus.QUEUED,
+                    Project.status == ProjectStatus.RUNNING,
+                    Iteration.enqueued_at < cutoff,
+                )
+                .with_for_update(of=Iteration)
+            ).all()
+            for iteration in rows:
+                out.requeue(iteration.project_id, iteration)
+                report.requeued.append(iteration.id)
+
+    def _stop_leftovers(self, now: datetime, report: ReconcileReport) -> None:
+        cutoff = now - timedelta(seconds=STOP_GRACE_S)
+        with transaction(self.dispatcher, self.bus) as out:
+            rows = out.session.scalars(
+                select(Iteration)
+                .join(Project, Project.id == Iteration.project_id)
+                .where(
+                    Iteration.status == IterationStatus.RUNNING,
+                    Project.status == ProjectStatus.STOPPED,
+                    Project.finished_at < cutoff,
+                )
+                .with_for_update(of=Iteration)
+            ).all()
+            for iteration in rows:
+                iteration.status = IterationStatus.FAILED
+                iteration.error = "terminated: the project was stopped"
+                iteration.finished_at = now
+                iteration.advanced = True
+                report.terminated.append(iteration.id)
+                if self.terminate is not None and iteration.task_id:
+                    self.terminate(iteration.task_id)
+
+    def _unadvanced(self, now: datetime) -> list[tuple[str, str]]:
+        cutoff = now - timedelta(seconds=REPORT_GRACE_S)
+        with transaction(self.dispatcher, self.bus) as out:
+            rows = out.session.execute(
+                select(Iteration.project_id, Iteration.id).where(
+                    Iteration.status.in_([IterationStatus.SUCCEEDED, IterationStatus.FAILED]),
+                    Iteration.advanced.is_(False),
+                    Iteration.finished_at < cutoff,
+                )
+            ).all()
+        return [(row[0], row[1]) for row in rows]
+
+    def loop(self, stop: threading.Event) -> None:
+        """Run every ``reconcile_interval_s`` until ``stop`` is set; errors are logged, not fatal."""
+        while True:
+            try:
+                report = self.run_once()
+                if report.requeued or report.failed or report.advanced or report.terminated:
+                    log.info("reconcile: %s", report)
+            except Exception:
+                log.exception("reconcile pass failed")
+            if stop.wait(self.settings.reconcile_interval_s):
+                return
