@@ -1,0 +1,185 @@
+"""Recovery: the reconcile loop re-runs iterations whose worker died, fails those past their
+attempt limit, resends lost messages and reports, terminates a stopped project's stragglers;
+the worker's sweep removes sandboxes whose iteration no longer runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import docker
+import pytest
+from sqlalchemy import select, update
+
+from orchestrator import lifecycle
+from orchestrator.reconcile import Reconciler
+from shared.db import session_scope
+from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, utcnow
+from tests.harness import Engine, engine
+from workers import records
+from workers.reaping import is_live
+from workers.sandbox.base import SandboxLimits
+from workers.sandbox.docker import DockerSandbox
+from workers.sandbox.reaper import reap
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
+
+COMPLETE = {
+    "responses": [{"content": [{"type": "tool_use", "name": "task_complete", "input": {"summary": "ok"}}]}],
+    "when_exhausted": "repeat_last",
+}
+
+
+@pytest.fixture
+def eng(services: dict[str, str], tmp_path: Path) -> Iterator[Engine]:
+    with engine(COMPLETE, tmp_path) as running:
+        yield running
+
+
+def _reconciler(eng: Engine, terminated: list[str] | None = None) -> Reconciler:
+    sink = terminated if terminated is not None else []
+    return Reconciler(eng.settings, eng.dispatcher, eng.bus, terminate=sink.append)
+
+
+def _age(iteration_id: str, **fields: object) -> None:
+    with session_scope() as session:
+        session.execute(update(Iteration).where(Iteration.id == iteration_id).values(**fields))
+
+
+def _iteration(iteration_id: str) -> Iteration:
+    with session_scope() as session:
+        return session.get_one(Iteration, iteration_id)
+
+
+def _status(project_id: str) -> ProjectStatus:
+    with session_scope() as session:
+        return session.get_one(Project, project_id).status
+
+
+def test_iteration_whose_worker_died_is_requeued_and_rerun_as_a_new_attempt(eng: Engine) -> None:
+    # Given an iteration claimed by a worker that then died (its heartbeat went stale)
+    project_id = eng.submit()
+    iteration_id = eng.dispatcher.take(project_id)
+    assert iteration_id is not None
+    assert records.claim(iteration_id, "dead-worker", stale_after_s=30) is not None
+    long_ago = utcnow() - timedelta(minutes=10)
+    _age(iteration_id, heartbeat_at=long_ago, enqueued_at=long_ago)
+
+    # When the reconcile loop runs
+    report = _reconciler(eng).run_once()
+
+    # Then it is sent again, and a worker re-runs it as attempt 2 to the end of the project
+    assert report.requeued == [iteration_id]
+    assert eng.dispatcher.pending(project_id)
+    eng.run_next(project_id)
+    assert _iteration(iteration_id).attempt == 2
+    assert _status(project_id) == ProjectStatus.COMPLETED
+
+
+def test_iteration_past_its_attempt_limit_is_failed_and_the_project_moves_on(eng: Engine) -> None:
+    project_id = eng.submit()
+    iteration_id = eng.dispatcher.take(project_id)
+    assert iteration_id is not None
+    records.claim(iteration_id, "dead-worker", stale_after_s=30)
+    _age(
+        iteration_id,
+        attempt=eng.settings.max_iteration_attempts,
+        heartbeat_at=utcnow() - timedelta(minutes=10),
+    )
+
+    report = _reconciler(eng).run_once()
+
+    failed = _iteration(iteration_id)
+    assert report.failed == [iteration_id]
+    assert failed.status == IterationStatus.FAILED
+    assert failed.error_kind == ErrorKind.WORKER_LOST
+    assert report.advanced == []  # advanced on the next pass, after the report grace period
+    _age(iteration_id, finished_at=utcnow() - timedelta(minutes=1))
+    assert _reconciler(eng).run_once().advanced == [iteration_id]
+    assert eng.dispatcher.pending(project_id)  # iteration 2 is on its way
+
+
+def test_a_lost_report_is_advanced_by_the_reconcile_loop(eng: Engine) -> None:
+    project_id = eng.submit()
+    iteration_id = eng.dispatcher.take(project_id)
+    assert iteration_id is not None
+    eng.runner().run(iteration_id)  # finished, but its report to the coordinator never arrived
+    assert _status(project_id) == ProjectStatus.RUNNING
+    _age(iteration_id, finished_at=utcnow() - timedelta(minutes=1))
+
+    assert _reconciler(eng).run_once().advanced == [iteration_id]
+    assert _status(project_id) == ProjectStatus.COMPLETED
+
+
+def test_a_queued_iteration_whose_message_was_lost_is_sent_again(eng: Engine) -> None:
+    project_id = eng.submit()
+    iteration_id = eng.dispatcher.take(project_id)  # the broker lost it
+    assert iteration_id is not None
+    assert _reconciler(eng).run_once().requeued == []
+    _age(iteration_id, enqueued_at=utcnow() - timedelta(hours=1))
+
+    assert _reconciler(eng).run_once().requeued == [iteration_id]
+    eng.run_next(project_id)
+    assert _status(project_id) == ProjectStatus.COMPLETED
+
+
+def test_a_stopped_projects_straggler_is_terminated_after_the_grace_period(eng: Engine) -> None:
+    project_id = eng.submit()
+    iteration_id = eng.dispatcher.take(project_id)
+    assert iteration_id is not None
+    records.claim(iteration_id, "slow-worker", stale_after_s=30, task_id="celery-task-1")
+    lifecycle.stop_project(project_id, eng.dispatcher, eng.bus)
+    terminated: list[str] = []
+    assert _reconciler(eng, terminated).run_once().terminated == []
+
+    with session_scope() as session:
+        session.execute(
+            update(Project)
+            .where(Project.id == project_id)
+            .values(finished_at=utcnow() - timedelta(minutes=1))
+        )
+    assert _reconciler(eng, terminated).run_once().terminated == [iteration_id]
+    assert terminated == ["celery-task-1"]
+    assert _iteration(iteration_id).status == IterationStatus.FAILED
+
+
+def test_sweep_removes_the_sandbox_of_an_iteration_that_no_longer_runs(eng: Engine, tmp_path: Path) -> None:
+    # Given two sandboxes, one for a running attempt and one for an attempt that was taken over
+    project_id = eng.submit()
+    iteration_id = eng.dispatcher.take(project_id)
+    assert iteration_id is not None
+    claim = records.claim(iteration_id, "w", stale_after_s=30)
+    assert claim is not None
+    boxes = []
+    for attempt in (claim.attempt, claim.attempt - 1):
+        workdir = tmp_path / f"ws{attempt}"
+        workdir.mkdir()
+        labels = {"raas.project": project_id, "raas.iteration": iteration_id, "raas.attempt": str(attempt)}
+        boxes.append(
+            DockerSandbox.start(
+                image=eng.settings.sandbox_image,
+                host_workspace=workdir,
+                limits=SandboxLimits(),
+                labels=labels,
+                name=f"raas-test-sweep-{iteration_id}-{attempt}",
+            )
+        )
+    client = docker.from_env()
+    try:
+        # When the worker's sweep runs
+        removed = reap(client, is_live)
+        # Then only the dead attempt's container is gone
+        assert removed == [f"raas-test-sweep-{iteration_id}-0"]
+        remaining = [
+            c.name
+            for c in client.containers.list(all=True, filters={"label": f"raas.iteration={iteration_id}"})
+        ]
+        assert remaining == [f"raas-test-sweep-{iteration_id}-1"]
+    finally:
+        for box in boxes:
+            box.close()
+        client.close()
+    with session_scope() as session:
+        assert session.scalars(select(Iteration).where(Iteration.id == iteration_id)).one().attempt == 1
