@@ -418,7 +418,7 @@ def to_task_specs(graph: ScudGraph) -> list[TaskSpec]:
         TaskSpec(
             id=task.key,
             title=task.title,
-            description=_description(task),
+            description=_description(task, index),
             depends_on=_dependencies(task, index),
         )
         for task in graph.tasks
@@ -463,11 +463,14 @@ def _runnable_keys(task: ScudTask, index: Mapping[str, ScudTask], skip: set[str]
     return keys
 
 
-def _description(task: ScudTask) -> str:
+def _description(task: ScudTask, index: Mapping[str, ScudTask]) -> str:
+    """The detail fields, description first; a subtask also says what it is part of."""
     parts = [task.details.get("description", "")]
     for field, value in task.details.items():
         if field != "description":
             parts.append(f"## {field.replace('_', ' ').capitalize()}\n{value}")
+    parents = _ancestors(task, index)[:1]
+    parts += [f"## Part of\n{parent.title}\n\n{_description(parent, index)}".strip() for parent in parents]
     return "\n\n".join(part for part in parts if part.strip())
 
 

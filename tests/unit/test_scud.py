@@ -1,0 +1,389 @@
+"""SCUD Graph v1 files: read liberally, written exactly, turned into the tasks still to run."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.dag import validate_dag, waves
+from orchestrator.scud import (
+    ScudGraph,
+    ScudPhase,
+    ScudTask,
+    dump_scg,
+    parse_scg,
+    set_status,
+    to_task_specs,
+    write_back,
+)
+from shared.errors import InvalidInput
+
+pytestmark = pytest.mark.unit
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "scud"
+MULTI_PHASE = (FIXTURES / "multi_phase.scg").read_text(encoding="utf-8")
+HAND_WRITTEN = (FIXTURES / "hand_written.scg").read_text(encoding="utf-8")
+
+
+def task_of(graph: ScudGraph, key: str) -> ScudTask:
+    return next(task for task in graph.tasks if task.key == key)
+
+
+def specs_by_id(text: str) -> dict[str, list[str]]:
+    return {spec.id: spec.depends_on for spec in to_task_specs(parse_scg(text))}
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def test_multi_phase_file_is_read_phase_by_phase_in_file_order() -> None:
+    graph = parse_scg(MULTI_PHASE)
+    assert [phase.name for phase in graph.phases] == ["auth", "api"]
+    assert graph.meta == {"name": "auth", "id_format": "sequential", "updated": "2025-11-02T09:14:00Z"}
+    assert [task.key for task in graph.phases[1].tasks] == ["api:1", "api:2", "api:3"]
+    assert [task.id for task in graph.tasks][:4] == ["1", "2", "3", "3.1"]
+
+
+def test_escaped_pipes_and_backslashes_in_titles_are_unescaped() -> None:
+    graph = parse_scg(MULTI_PHASE)
+    assert task_of(graph, "auth:3").title == "Login endpoint | JSON and form posts"
+    assert task_of(graph, "auth:5").title == "Rate-limit login attempts (C:\\tmp\\locks)"
+    assert task_of(graph, "api:3").title == "Ship 🚀 docs für alle"
+
+
+def test_node_cells_give_status_complexity_and_priority() -> None:
+    graph = parse_scg(MULTI_PHASE)
+    login = task_of(graph, "auth:3")
+    assert (login.status, login.complexity, login.priority) == ("X", 8, "critical")
+    docs = task_of(graph, "api:3")
+    assert (docs.status, docs.complexity, docs.priority) == ("R", None, None)
+
+
+def test_details_blocks_keep_blank_lines_indentation_and_hash_lines() -> None:
+    graph = parse_scg(MULTI_PHASE)
+    assert task_of(graph, "auth:3").details == {
+        "description": (
+            "Accept credentials as JSON or form posts.\n\nReturn 401 with a generic message on failure."
+        ),
+        "test_strategy": "Table-driven tests over good and bad credentials.",
+    }
+    rate_limit = task_of(graph, "auth:5").details
+    assert rate_limit["description"].endswith("\n# an indented line under details is text, not a comment")
+    assert rate_limit["details"] == "  window = 15m\n  max_attempts = 5"
+
+
+def test_parents_link_both_ways_and_assignments_are_kept() -> None:
+    graph = parse_scg(MULTI_PHASE)
+    assert task_of(graph, "auth:3").children == ["3.1", "3.2"]
+    assert task_of(graph, "auth:3.2").parent == "3"
+    assert task_of(graph, "auth:3.2").assigned_to == "alice"
+
+
+def test_edges_read_dependent_then_dependency_across_phases() -> None:
+    graph = parse_scg(MULTI_PHASE)
+    assert task_of(graph, "auth:3.2").depends_on == ["3.1"]
+    assert task_of(graph, "api:2").depends_on == ["1", "auth:3"]
+
+
+def test_loose_hand_written_style_is_accepted() -> None:
+    # key: value meta without braces, status and priority words, ids already phase-qualified
+    graph = parse_scg(HAND_WRITTEN)
+    assert graph.meta == {"name": "billing", "owner": "finance-team"}
+    first, second, third = graph.tasks
+    assert (first.key, first.status, first.priority) == ("billing:1", "D", "high")
+    assert (second.status, second.complexity) == ("P", None)
+    assert third.depends_on == ["billing:2"]
+
+
+def test_windows_line_endings_and_a_byte_order_mark_are_read() -> None:
+    text = "\ufeff" + MULTI_PHASE.replace("\n", "\r\n")
+    assert parse_scg(text) == parse_scg(MULTI_PHASE)
+
+
+def test_blank_line_inside_details_survives_an_editor_trimming_its_indent() -> None:
+    text = "@nodes\n1 | One | P\n@details\n1 | description |\n  first\n\n\n  second\n\n@edges\n"
+    assert parse_scg(text).tasks[0].details["description"] == "first\n\n\nsecond"
+
+
+def test_empty_file_has_no_phases() -> None:
+    graph = parse_scg("# nothing yet\n\n")
+    assert graph.tasks == []
+    assert graph.meta == {}
+    assert parse_scg("").phases == []
+
+
+# --- malformed input --------------------------------------------------------------------------
+
+MALFORMED = [
+    ("@nodes\n1 | One | P\n@pipeline\n", 3, r"unknown section '@pipeline'"),
+    ("@nodes\n1 | One | Q | 1 | H\n", 2, r"unknown status 'Q' for task '1'"),
+    ("@nodes\n1\n", 2, r"a task row is 'id \| title \| status \| complexity \| priority'"),
+    ("@nodes\n1 | a | P | 1 | H | extra\n", 2, r"a task row is"),
+    ("@nodes\n1 | One | P | lots | H\n", 2, r"complexity 'lots' of task '1' is not a whole number"),
+    ("@nodes\n1 | One | P | 1 | urgent\n", 2, r"unknown priority 'urgent' for task '1'"),
+    ("@nodes\nnot an id! | One | P\n", 2, r"task id 'not an id!' may use only"),
+    ("@nodes\n1 | One\n1 | Again\n", 3, r"task '1' is defined twice"),
+    ("@nodes\n1 | One\n@edges\n1 -> 2\n", 4, r"task '1' depends on unknown task '2'"),
+    ("@nodes\n1 | One\n@edges\n9 -> 1\n", 4, r"no task '9'"),
+    ("@nodes\n1 | One\n@edges\n1 depends on 2\n", 4, r"an edge row is 'dependent -> dependency'"),
+    ("@nodes\n1 | One\n@details\n7 | description |\n  text\n", 4, r"no task '7'"),
+    ("@nodes\n1 | One\n@details\n1 | description |\n1 | description |\n", 5, r"'description' details twice"),
+    ("@nodes\n1 | One\n2 | Two\n@parents\n1: 2\n2: 1\n", 6, r"task '1' would be its own ancestor"),
+    ("@nodes\n1 | One\n2 | Two\n3 | Three\n@parents\n1: 3\n2: 3\n", 7, r"task '3' already has parent '1'"),
+    ("@nodes\n1 | One\n@parents\n1 2 3\n", 4, r"a parents row is 'parent: child, child'"),
+    ("1 | One | P\n", 1, r"'1 \| One \| P' is outside any section"),
+    ("# SCUD Graph v2\n@nodes\n", 1, r"SCUD Graph v2; only v1 can be read"),
+    ("@meta\nname: my phase\n", 2, r"phase name 'my phase' may use only"),
+    ("@nodes\n1 | One\n---\n@nodes\n2 | Two\n@edges\n2 -> zz:1\n", 7, r"unknown task 'zz:1'"),
+    (
+        "@meta\nname: a\n@nodes\n1 | One\n---\n@meta\nname: a\n@nodes\n1 | Again\n",
+        9,
+        r"'a:1' is defined twice",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "problem"), MALFORMED)
+def test_malformed_lines_are_reported_as_file_and_line(text: str, line: int, problem: str) -> None:
+    with pytest.raises(InvalidInput, match=rf"^tasks\.scg:{line}: .*{problem}") as caught:
+        parse_scg(text)
+    assert "\n" not in str(caught.value)
+
+
+def test_messages_name_the_source_given() -> None:
+    with pytest.raises(InvalidInput, match=r"^\.scud/tasks/tasks\.scg:2: "):
+        parse_scg("@nodes\n1 | One | Q\n", source=".scud/tasks/tasks.scg")
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def test_a_file_in_the_scud_cli_layout_is_written_back_byte_for_byte() -> None:
+    assert dump_scg(parse_scg(MULTI_PHASE)) == MULTI_PHASE
+
+
+def test_round_trip_of_the_fixtures() -> None:
+    for text in (MULTI_PHASE, HAND_WRITTEN):
+        graph = parse_scg(text)
+        assert parse_scg(dump_scg(graph)) == graph
+
+
+def test_loose_style_is_written_in_the_scud_cli_layout() -> None:
+    written = dump_scg(parse_scg(HAND_WRITTEN))
+    assert written.startswith("# SCUD Graph v1\n# Phase: billing\n\n@meta {\n  name billing\n")
+    assert "billing:1 | Invoice model | D | 2 | H\n" in written
+
+
+# --- what runs --------------------------------------------------------------------------------
+
+
+def test_done_cancelled_and_deferred_tasks_are_not_run() -> None:
+    ids = set(specs_by_id(MULTI_PHASE))
+    assert not ids & {"auth:1", "auth:2", "auth:4", "auth:6"}
+    assert {"auth:3.1", "auth:3.2", "auth:5", "api:1", "api:2", "api:3"} == ids
+
+
+def test_expanded_parent_is_not_run_and_depending_on_it_waits_for_its_children() -> None:
+    specs = specs_by_id(MULTI_PHASE)
+    assert "auth:3" not in specs
+    assert specs["auth:5"] == ["auth:3.1", "auth:3.2"]
+    assert specs["api:2"] == ["api:1", "auth:3.1", "auth:3.2"]
+
+
+def test_dependencies_on_done_cancelled_and_deferred_tasks_are_dropped() -> None:
+    text = (
+        "@nodes\n1 | Done | D\n2 | Cancelled | C\n3 | Deferred | F\n4 | Work | P\n"
+        "@edges\n4 -> 1\n4 -> 2\n4 -> 3\n"
+    )
+    assert specs_by_id(text) == {"4": []}
+
+
+def test_children_inherit_their_parents_dependencies() -> None:
+    text = "@nodes\n1 | First\n2 | Group | X\n2.1 | Part\n@edges\n2 -> 1\n@parents\n2: 2.1\n"
+    assert specs_by_id(text) == {"1": [], "2.1": ["1"]}
+
+
+def test_children_of_a_closed_parent_are_not_run() -> None:
+    text = "@nodes\n1 | Group | C\n1.1 | Part | P\n2 | Next\n@edges\n2 -> 1\n@parents\n1: 1.1\n"
+    assert specs_by_id(text) == {"2": []}
+
+
+def test_description_gathers_every_detail_field_under_a_heading() -> None:
+    spec = next(spec for spec in to_task_specs(parse_scg(MULTI_PHASE)) if spec.id == "auth:5")
+    assert spec.description.startswith("Use a sliding window per account | per IP.\n")
+    assert spec.description.endswith("\n\n## Details\n  window = 15m\n  max_attempts = 5")
+    assert spec.title == "Rate-limit login attempts (C:\\tmp\\locks)"
+
+
+def test_subtask_description_says_what_it_is_part_of() -> None:
+    spec = next(spec for spec in to_task_specs(parse_scg(MULTI_PHASE)) if spec.id == "auth:3.2")
+    assert "## Part of\nLogin endpoint | JSON and form posts" in spec.description
+
+
+def test_runnable_tasks_of_the_fixture_form_a_dag_with_waves() -> None:
+    assert waves(to_task_specs(parse_scg(MULTI_PHASE))) == [
+        ["api:1", "auth:3.1"],
+        ["auth:3.2"],
+        ["api:2", "auth:5"],
+        ["api:3"],
+    ]
+
+
+def test_a_cycle_in_a_scud_file_is_named_by_validate_dag() -> None:
+    text = "@meta\nname: auth\n@nodes\n1 | A\n2 | B\n3 | C\n@edges\n1 -> 2\n2 -> 3\n3 -> 1\n"
+    with pytest.raises(InvalidInput) as caught:
+        validate_dag(to_task_specs(parse_scg(text)))
+    assert str(caught.value) == (
+        "tasks form a cycle: auth:1 -> auth:2 -> auth:3 -> auth:1; remove one of these dependencies"
+    )
+
+
+def test_an_unknown_reference_in_a_built_graph_is_named_by_validate_dag() -> None:
+    graph = ScudGraph(phases=[ScudPhase(tasks=[ScudTask(id="1", title="One", depends_on=["zz"])])])
+    with pytest.raises(InvalidInput, match=r"^task '1' depends on unknown task 'zz'$"):
+        validate_dag(to_task_specs(graph))
+
+
+# --- statuses ---------------------------------------------------------------------------------
+
+
+def test_set_status_returns_a_changed_copy() -> None:
+    graph = parse_scg(MULTI_PHASE)
+    changed = set_status(graph, "auth:3.1", "done")
+    assert task_of(changed, "auth:3.1").status == "D"
+    assert task_of(graph, "auth:3.1").status == "P"
+    assert "auth:3.1" not in {spec.id for spec in to_task_specs(changed)}
+
+
+def test_set_status_accepts_a_bare_id_only_when_one_phase_has_it() -> None:
+    graph = parse_scg(MULTI_PHASE)
+    assert task_of(set_status(graph, "3.2", "D"), "auth:3.2").status == "D"
+    with pytest.raises(InvalidInput, match=r"task id '1' is in several phases \(auth:1, api:1\)"):
+        set_status(graph, "1", "D")
+
+
+@pytest.mark.parametrize(
+    ("task_id", "status", "problem"),
+    [("nope", "D", "no task 'nope'"), ("api:1", "finished", "unknown SCUD status 'finished'")],
+)
+def test_set_status_refuses_unknown_tasks_and_statuses(task_id: str, status: str, problem: str) -> None:
+    with pytest.raises(InvalidInput, match=problem):
+        set_status(parse_scg(MULTI_PHASE), task_id, status)
+
+
+def test_write_back_changes_only_the_status_cells(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.scg"
+    path.write_text(MULTI_PHASE, encoding="utf-8")
+    write_back(path, {"auth:3.1": "D", "api:2": "in-progress"})
+    before, after = MULTI_PHASE.split("\n"), path.read_text(encoding="utf-8").split("\n")
+    changed = [(old, new) for old, new in zip(before, after, strict=True) if old != new]
+    assert changed == [
+        ("3.1 | Parse credentials | P | 2 | H", "3.1 | Parse credentials | D | 2 | H"),
+        ("2 | Protected routes | B | 5 | H", "2 | Protected routes | I | 5 | H"),
+    ]
+
+
+def test_write_back_keeps_comments_spacing_line_endings_and_mode(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.scg"
+    original = HAND_WRITTEN.replace("\n", "\r\n").replace("| P\r\n", "|  P  \r\n")
+    path.write_bytes(original.encode("utf-8"))
+    path.chmod(0o640)
+    write_back(path, {"billing:3": "done", "billing:2": "R"})
+    expected = original.replace("| pending |", "| R |").replace("|  P  \r\n", "|  D  \r\n")
+    assert path.read_bytes().decode("utf-8") == expected
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert [entry.name for entry in tmp_path.iterdir()] == ["tasks.scg"]
+
+
+def test_write_back_adds_a_status_cell_to_a_row_without_one(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.scg"
+    path.write_text("@nodes\n1 | Only a title\n", encoding="utf-8")
+    write_back(path, {"1": "D"})
+    assert path.read_text(encoding="utf-8") == "@nodes\n1 | Only a title | D\n"
+
+
+def test_write_back_with_a_bad_status_leaves_the_file_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.scg"
+    path.write_text(MULTI_PHASE, encoding="utf-8")
+    with pytest.raises(InvalidInput, match="unknown SCUD status"):
+        write_back(path, {"auth:3.1": "D", "auth:5": "finished"})
+    assert path.read_text(encoding="utf-8") == MULTI_PHASE
+    assert [entry.name for entry in tmp_path.iterdir()] == ["tasks.scg"]
+
+
+# --- properties -------------------------------------------------------------------------------
+
+plain_ids = st.from_regex(r"[A-Za-z0-9_.-]{1,6}", fullmatch=True)
+phase_names = st.from_regex(r"[A-Za-z0-9_.-]{1,6}", fullmatch=True)
+titles = st.text(max_size=30).map(str.strip)
+detail_values = st.text(st.characters(exclude_characters="\r", exclude_categories=["Cs"]), max_size=60)
+meta_values = st.text(st.characters(exclude_characters="\r\n", exclude_categories=["Cs"]), max_size=20)
+
+
+@st.composite
+def scud_tasks(draw: st.DrawFn, phase: str | None) -> list[ScudTask]:
+    ids = draw(st.lists(plain_ids, max_size=8, unique=True))
+    tasks = []
+    for index, task_id in enumerate(ids):
+        parent = draw(st.none() | st.sampled_from(ids[:index])) if index else None
+        tasks.append(
+            ScudTask(
+                id=task_id,
+                title=draw(titles),
+                status=draw(st.sampled_from("PIDRBFCX")),
+                complexity=draw(st.none() | st.integers(-3, 100)),
+                priority=draw(st.sampled_from([None, "critical", "high", "medium", "low"])),
+                depends_on=draw(st.lists(st.sampled_from(ids), unique=True)) if ids else [],
+                parent=parent,
+                details=draw(st.dictionaries(st.from_regex(r"[a-z_]{1,10}", fullmatch=True), detail_values)),
+                phase=phase,
+                assigned_to=draw(st.none() | titles.filter(bool)),
+            )
+        )
+    for task in tasks:
+        task.children = [child.id for child in tasks if child.parent == task.id]
+    return tasks
+
+
+@st.composite
+def scud_graphs(draw: st.DrawFn) -> ScudGraph:
+    names: list[str | None] = list(draw(st.lists(phase_names, min_size=1, max_size=3, unique=True)))
+    if len(names) == 1 and draw(st.booleans()):
+        names = [None]
+    phases = []
+    for name in names:
+        meta = draw(
+            st.dictionaries(
+                st.from_regex(r"[a-z_]{1,8}", fullmatch=True).filter(lambda key: key != "name"),
+                meta_values.map(str.strip).filter(lambda value: not value.startswith(":")),
+                max_size=3,
+            )
+        )
+        if name is not None and draw(st.booleans()):
+            meta["name"] = name
+        phases.append(ScudPhase(name=name, meta=meta, tasks=draw(scud_tasks(name))))
+    # a few dependencies across phases, written phase:id as scud writes them
+    keys = [task.key for phase in phases for task in phase.tasks]
+    for phase in phases:
+        for task in phase.tasks:
+            others = [key for key in keys if not key.startswith(f"{phase.name}:")]
+            if others and phase.name is not None:
+                task.depends_on += draw(st.lists(st.sampled_from(others), unique=True, max_size=2))
+    return ScudGraph(phases=phases)
+
+
+@given(scud_graphs())
+def test_parse_of_dump_is_the_same_graph(graph: ScudGraph) -> None:
+    assert parse_scg(dump_scg(graph)) == graph
+
+
+@given(scud_graphs())
+def test_every_graph_scud_can_hold_converts_to_specs_whose_references_resolve(graph: ScudGraph) -> None:
+    specs = to_task_specs(graph)
+    ids = {spec.id for spec in specs}
+    assert all(set(spec.depends_on) <= ids for spec in specs)
+    assert all(spec.id != dep for spec in specs for dep in spec.depends_on)
