@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from shared import events
 from shared.events import EventBus
@@ -22,7 +22,7 @@ from shared.settings import Settings
 from workers import llm, records
 from workers.coordinator_client import CoordinatorClient
 from workers.records import Claim, Outcome
-from workers.sandbox.base import SandboxLimits
+from workers.sandbox.base import Sandbox, SandboxLimits
 from workers.sandbox.docker import DockerSandbox
 from workers.session import AgentSession, Emit, SessionFailure, SessionResult
 
@@ -59,11 +59,35 @@ def sandbox_labels(claim: Claim, worker: str) -> dict[str, str]:
     }
 
 
+class SandboxFactory(Protocol):
+    def __call__(
+        self, workdir: Path, limits: SandboxLimits, labels: dict[str, str], name: str
+    ) -> Sandbox: ...
+
+
+def docker_sandbox(image: str) -> SandboxFactory:
+    """Every iteration in its own container from ``image`` (the default)."""
+
+    def start(workdir: Path, limits: SandboxLimits, labels: dict[str, str], name: str) -> Sandbox:
+        return DockerSandbox.start(
+            image=image, host_workspace=workdir, limits=limits, labels=labels, name=name
+        )
+
+    return start
+
+
 class IterationRunner:
-    def __init__(self, settings: Settings, bus: EventBus, worker_name: str) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        bus: EventBus,
+        worker_name: str,
+        sandbox_factory: SandboxFactory | None = None,
+    ) -> None:
         self.settings = settings
         self.bus = bus
         self.worker_name = worker_name
+        self.start_sandbox = sandbox_factory or docker_sandbox(settings.sandbox_image)
 
     def _emitter(self, claim: Claim) -> Emit:
         def emit(type_: str, data: dict[str, Any]) -> None:
@@ -150,12 +174,11 @@ class IterationRunner:
 
     def _session(self, claim: Claim, workdir: Path, emit: Emit) -> SessionResult:
         client = llm.make_client(self.settings)
-        sandbox = DockerSandbox.start(
-            image=self.settings.sandbox_image,
-            host_workspace=workdir,
-            limits=SandboxLimits.model_validate(claim.config.sandbox.model_dump()),
-            labels=sandbox_labels(claim, self.worker_name),
-            name=f"raas-{claim.iteration_id}-{claim.attempt}",
+        sandbox = self.start_sandbox(
+            workdir,
+            SandboxLimits.model_validate(claim.config.sandbox.model_dump()),
+            sandbox_labels(claim, self.worker_name),
+            f"raas-{claim.iteration_id}-{claim.attempt}",
         )
         try:
             return AgentSession(claim, sandbox, client, emit).run()
