@@ -2,7 +2,8 @@
 
 Fresh context is the default (the Ralph principle): each iteration starts from PROMPT.md, its
 task and the workspace. With ``context = "continue"`` the agent's earlier conversation is
-carried over, oldest exchanges dropped first until it fits.
+carried over, oldest exchanges dropped first until it fits; within one exchange the oldest
+tool results are emptied (the tool_use they answer stays, so the pairs remain valid).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from shared.models import Iteration, IterationStatus, Message
 
 CHARS_PER_TOKEN = 4
 ANSWERED_STOPS = ("end_turn", "tool_use", "stop_sequence", "pause_turn")
+ELIDED = "[output dropped to fit the context window; run the tool again if you need it]"
 
 
 def estimate_tokens(messages: list[dict[str, Any]]) -> int:
@@ -35,14 +37,32 @@ def _starts_exchange(message: dict[str, Any]) -> bool:
 
 
 def truncate(messages: list[dict[str, Any]], budget_tokens: int) -> list[dict[str, Any]]:
-    """Drop the oldest whole exchanges until the estimate fits; the last exchange always stays."""
+    """Cut the messages until the estimate fits: drop the oldest whole exchanges, then (a fresh
+    iteration is one exchange) empty the oldest tool results. The last message stays whole."""
     starts = [i for i, m in enumerate(messages) if _starts_exchange(m)]
     kept = messages
     for start in starts[1:]:
         if estimate_tokens(kept) <= budget_tokens:
             break
         kept = messages[start:]
+    return _elide_tool_results(kept, budget_tokens)
+
+
+def _elide_tool_results(messages: list[dict[str, Any]], budget_tokens: int) -> list[dict[str, Any]]:
+    """Replace the content of the oldest tool results by a note; their tool_use pairs stay."""
+    kept = list(messages)
+    for index, message in enumerate(kept[:-1]):
+        if estimate_tokens(kept) <= budget_tokens:
+            break
+        if message["role"] == "user" and isinstance(message["content"], list):
+            kept[index] = {**message, "content": [_elided(block) for block in message["content"]]}
     return kept
+
+
+def _elided(block: dict[str, Any]) -> dict[str, Any]:
+    if block.get("type") != "tool_result" or len(json.dumps(block.get("content"))) <= len(ELIDED):
+        return block
+    return {**block, "content": ELIDED}
 
 
 def history(agent_id: str, before_number: int) -> list[dict[str, Any]]:

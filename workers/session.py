@@ -200,7 +200,7 @@ class AgentSession:
             raise SessionFailure(ErrorKind.API_KEY, msg) from exc
         if kind is Failure.CONTEXT_TOO_LONG:
             shorter = context.truncate(messages, context.estimate_tokens(messages) // 2)
-            if len(shorter) == len(messages):
+            if context.estimate_tokens(shorter) >= context.estimate_tokens(messages):
                 msg = "the prompt is too long even after truncation"
                 raise SessionFailure(ErrorKind.CONTEXT_TOO_LONG, msg) from exc
             return shorter
