@@ -158,6 +158,14 @@ class _Parser:
         self.phases: list[ScudPhase] = []
         self.rows: dict[str, int] = {}
         self.edges: list[tuple[int, ScudTask, str]] = []
+        self.handlers = {
+            "meta": self._meta,
+            "nodes": self._nodes,
+            "edges": self._edges,
+            "parents": self._parents,
+            "assignments": self._assignments,
+            "details": self._details,
+        }
         self._start_phase()
 
     def error(self, lineno: int, problem: str) -> InvalidInput:
@@ -168,44 +176,38 @@ class _Parser:
         self.local: dict[str, ScudTask] = {}
         self.pending_rows: list[tuple[ScudTask, int]] = []
         self.section: str | None = None
+        self.name_line = 0
         self.has_content = False
-        self.detail: list[str] | None = None
+        self.detail: tuple[ScudTask, str, list[str]] | None = None
         self.blanks = 0
 
     def feed(self, lineno: int, line: str) -> None:
         if self.detail is not None and line.startswith("  "):
-            self.detail += [""] * self.blanks + [line[2:]]
-            self.blanks = 0
-            self.detail_task.details[self.detail_field] = "\n".join(self.detail)
-            return None
+            # Continuation first: a value line may look like a comment, a section or `---`.
+            task, field, lines = self.detail
+            lines += [""] * self.blanks + [line[2:]]
+            task.details[field], self.blanks = "\n".join(lines), 0
+            return
         text = line.strip()
         if not text:
-            self.blanks += 1
-            return None
+            self.blanks += 1  # kept only if more of the same details value follows
+            return
         self.detail, self.blanks = None, 0
         if text == "---":
-            return self.end_phase()
-        self.has_content = True
-        if text.startswith("#"):
-            return self._comment(lineno, text)
-        if text.startswith("@"):
-            return self._section(lineno, text)
-        if self.section == "meta" and text == "}":
+            self.end_phase()
+        elif text.startswith("#"):
+            self._comment(lineno, text)
+        elif text.startswith("@"):
+            self._section(lineno, text)
+        elif self.section == "meta" and text == "}":
             self.section = None
-            return None
-        handlers = {
-            "meta": self._meta,
-            "nodes": self._nodes,
-            "edges": self._edges,
-            "parents": self._parents,
-            "assignments": self._assignments,
-            "details": self._details,
-        }
-        if self.section is None:
+        elif self.section is None:
             raise self.error(
                 lineno, f"'{text[:40]}' is outside any section; put it under @nodes, @edges, ..."
             )
-        return handlers[self.section](lineno, text)
+        else:
+            self.handlers[self.section](lineno, text)
+        self.has_content = self.has_content or text != "---"
 
     def _comment(self, lineno: int, text: str) -> None:
         if self.section is not None or self.phase.tasks:
@@ -227,7 +229,7 @@ class _Parser:
     def _name(self, lineno: int, name: str) -> None:
         if not _NAME.fullmatch(name):
             raise self.error(lineno, f"phase name '{name}' may use only letters, digits, '_', '.', '-'")
-        self.phase.name = name
+        self.phase.name, self.name_line = name, lineno
 
     def _meta(self, lineno: int, text: str) -> None:
         match = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*:\s*(.*)", text) or re.fullmatch(r"(\S+)\s*(.*)", text)
@@ -324,11 +326,14 @@ class _Parser:
         if field in task.details:
             raise self.error(lineno, f"task '{task.id}' has its '{field}' details twice")
         inline = cells[2].strip() if len(cells) == 3 else ""
-        self.detail, self.detail_task, self.detail_field = [inline] if inline else [], task, field
+        self.detail = (task, field, [inline] if inline else [])
         task.details[field] = inline
 
     def end_phase(self) -> None:
         if self.has_content:
+            if self.phase.name and any(phase.name == self.phase.name for phase in self.phases):
+                problem = f"phase '{self.phase.name}' appears twice; merge the two or rename one"
+                raise self.error(self.name_line, problem)
             self.phases.append(self.phase)
             for task, row in self.pending_rows:
                 task.phase = self.phase.name
@@ -511,23 +516,33 @@ def write_back(path: Path, statuses: Mapping[str, str]) -> None:
     named task rows are rewritten in place, and the result replaces the file atomically, so a
     crash leaves the old file or the new one, never half of one.
     """
+    path = path.resolve()  # through a symlink, so the link itself stays a link
     text = path.read_bytes().decode("utf-8")
     graph, rows = _parse(text, str(path))
     lines = text.split("\n")
     for task_id, status in statuses.items():
-        row = rows[_find(graph, task_id).key]
-        lines[row] = _replace_status(lines[row], _code(status))
-    _replace_file(path, "\n".join(lines).encode("utf-8"))
+        task, code = _find(graph, task_id), _code(status)
+        task.status = code
+        lines[rows[task.key]] = _replace_status(lines[rows[task.key]], code)
+    new_text = "\n".join(lines)
+    if _parse(new_text, str(path))[0] != graph:  # never write a file that says something else
+        msg = f"{path}: could not update statuses in place; the file is left as it was"
+        raise InvalidInput(msg)
+    _replace_file(path, new_text.encode("utf-8"))
 
 
 def _replace_status(row: str, code: str) -> str:
-    cells = _split(row)
+    """The task row with its status cell set to `code`, spacing and line ending kept."""
+    body, end = (row[:-1], "\r") if row.endswith("\r") else (row, "")
+    cells = _split(body)
     if len(cells) < 3:
-        return f"{row.rstrip()} | {code}"
+        return f"{body.rstrip()} | {code}{end}"
     old = cells[2]
-    lead, trail = old[: len(old) - len(old.lstrip())], old[len(old.rstrip()) :]
-    cells[2] = f"{lead or ' '}{code}{trail or ' ' * (len(cells) > 3)}"
-    return "|".join(cells)
+    if old.strip():
+        cells[2] = old.replace(old.strip(), code, 1)
+    else:
+        cells[2] = f" {code} " if len(cells) > 3 else f" {code}"
+    return "|".join(cells) + end
 
 
 def _replace_file(path: Path, data: bytes) -> None:

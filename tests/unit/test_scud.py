@@ -139,11 +139,8 @@ MALFORMED = [
     ("# SCUD Graph v2\n@nodes\n", 1, r"SCUD Graph v2; only v1 can be read"),
     ("@meta\nname: my phase\n", 2, r"phase name 'my phase' may use only"),
     ("@nodes\n1 | One\n---\n@nodes\n2 | Two\n@edges\n2 -> zz:1\n", 7, r"unknown task 'zz:1'"),
-    (
-        "@meta\nname: a\n@nodes\n1 | One\n---\n@meta\nname: a\n@nodes\n1 | Again\n",
-        9,
-        r"'a:1' is defined twice",
-    ),
+    ("@meta\nname: a\n@nodes\n1 | One\n---\n@meta\nname: a\n@nodes\n", 7, r"phase 'a' appears twice"),
+    ("@nodes\n1 | One\n---\n@nodes\n1 | Again\n", 5, r"task '1' is defined twice \(first on line 2\)"),
 ]
 
 
