@@ -10,15 +10,18 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import BaseModel
 from starlette.background import BackgroundTask
 
-from orchestrator import lifecycle, projects, scheduler, workspace
+from orchestrator import costs, lifecycle, projects, scheduler, workspace
+from orchestrator.costs import CostReport
 from orchestrator.dispatch import Dispatcher
 from orchestrator.follow import follow
 from shared.errors import InvalidInput, RaasError, Unauthorized
@@ -115,6 +118,20 @@ async def set_prompt(request: Request, project_id: str, ctx: Ctx) -> ProjectOut:
         msg = "the new PROMPT.md is not UTF-8 text"
         raise InvalidInput(msg) from exc
     return lifecycle.set_prompt(project_id, prompt, ctx.dispatcher, ctx.bus)
+
+
+class BudgetIn(BaseModel):
+    limit_usd: Decimal
+
+
+@router.put("/projects/{project_id}/budget")
+def set_budget(project_id: str, body: BudgetIn, ctx: Ctx) -> ProjectOut:
+    return lifecycle.set_budget(project_id, body.limit_usd, ctx.dispatcher, ctx.bus)
+
+
+@router.get("/projects/{project_id}/cost")
+def project_cost(project_id: str, iterations: bool = False) -> CostReport:
+    return costs.cost_report(project_id, with_receipts=iterations)
 
 
 @router.get("/projects/{project_id}/diff", response_class=PlainTextResponse)

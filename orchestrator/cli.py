@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -134,6 +135,64 @@ def prompt(
         _print_json(project)
     else:
         sys.stdout.write(f"{project['id']} prompt updated\n")
+
+
+@app.command()
+def budget(
+    project_id: str,
+    limit: Annotated[str, typer.Option("--limit", help="New spending limit in USD.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Change a project's budget; a project paused for its budget resumes if there is room."""
+    try:
+        amount = Decimal(limit)
+    except InvalidOperation as exc:
+        msg = f"--limit {limit!r} is not an amount of USD; pass e.g. --limit 10"
+        raise InvalidInput(msg) from exc
+    if not amount.is_finite() or amount < 0:
+        msg = f"--limit {limit} is not a positive amount of USD; pass e.g. --limit 10"
+        raise InvalidInput(msg)
+    project = _api().set_budget(project_id, str(amount))
+    if as_json:
+        _print_json(project)
+    else:
+        sys.stdout.write(
+            f"{project['id']} budget ${float(project['budget_limit_usd']):.2f} ({project['status']})\n"
+        )
+
+
+@app.command()
+def cost(
+    project_id: str,
+    iterations: Annotated[bool, typer.Option("--iterations", help="One receipt per iteration.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """What a project cost: total, per agent, per model, per hour (and per iteration)."""
+    report = _api().cost(project_id, iterations)
+    if as_json:
+        _print_json(report)
+        return
+    tokens = report["tokens"]
+    out.print(
+        f"total ${float(report['total_usd']):.4f} of ${float(report['limit_usd']):.2f}"
+        f"   tokens in {tokens['input']} out {tokens['output']} cache write {tokens['cache_write']} read {tokens['cache_read']}",
+        highlight=False,
+    )
+    for title in ("by_agent", "by_model", "by_hour"):
+        out.print(title.replace("_", " ") + ":", highlight=False)
+        for line in report[title]:
+            out.print(
+                f"  {line['key']:<40} {line['calls']:>5} calls  ${float(line['cost_usd']):.4f}",
+                highlight=False,
+            )
+    for receipt in report.get("receipts") or []:
+        t = receipt["tokens"]
+        out.print(
+            f"  iteration {receipt['number']:>3} {receipt['model'] or '-':<20}"
+            f" in {t['input']} out {t['output']} cw {t['cache_write']} cr {t['cache_read']}  ${float(receipt['cost_usd']):.4f}  "
+            f"{receipt['duration_s'] or 0:.1f}s",
+            highlight=False,
+        )
 
 
 @app.command()

@@ -93,6 +93,17 @@ class CoordinatorAPI:
         )
         return result
 
+    def set_budget(self, project_id: str, limit_usd: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "PUT", f"/v1/projects/{project_id}/budget", json={"limit_usd": limit_usd}
+        )
+        return result
+
+    def cost(self, project_id: str, iterations: bool) -> dict[str, Any]:
+        params = {"iterations": str(iterations).lower()}
+        result: dict[str, Any] = self.request("GET", f"/v1/projects/{project_id}/cost", params=params)
+        return result
+
     def projects(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self.request("GET", "/v1/projects")
         return result

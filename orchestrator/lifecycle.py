@@ -6,16 +6,21 @@ iterations finish their current call, commit what they did and end.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from sqlalchemy import select
 
+from orchestrator import scheduler
+from orchestrator.breaker import Breaker, may_run, reset
 from orchestrator.dispatch import Dispatcher
+from orchestrator.lookup import get_project_row
 from orchestrator.outbox import Outbox, transaction
-from orchestrator.projects import get_project_row
 from orchestrator.scheduler import end, pause
-from shared import events
+from shared import budget, events
 from shared.errors import Conflict, InvalidInput
 from shared.events import EventBus
-from shared.models import Agent, AgentStatus, Iteration, IterationStatus, Project, ProjectStatus
+from shared.models import Agent, AgentStatus, Iteration, IterationStatus, Project, ProjectStatus, utcnow
+from shared.project_config import ProjectConfig
 from shared.schemas import ProjectOut
 
 MAX_PROMPT_CHARS = 256 * 1024
@@ -37,18 +42,48 @@ def pause_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Pro
 
 
 def resume_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
-    """Run a paused project again: its idle agents get their next iteration."""
+    """Run a paused project again (a user's reset of the circuit breaker, too)."""
     with transaction(dispatcher, bus) as out:
         project = get_project_row(out.session, project_id, lock=True)
         _require(project, (ProjectStatus.PAUSED,), "resumed")
-        project.status = ProjectStatus.RUNNING
-        project.status_reason = None
-        out.event(project.id, events.PROJECT_RESUMED, {})
-        _continue_idle_agents(out, project)
+        if project.breaker:
+            project.breaker = reset(Breaker.model_validate(project.breaker), utcnow()).model_dump(mode="json")
+        reopen(out, project, "user")
         return ProjectOut.model_validate(project)
 
 
-def _continue_idle_agents(out: Outbox, project: Project) -> None:
+def reopen(out: Outbox, project: Project, why: str, *, trial: bool = False) -> None:
+    """Set a paused project running and give its idle agents their next iteration."""
+    project.status = ProjectStatus.RUNNING
+    project.status_reason = None
+    out.event(project.id, events.PROJECT_RESUMED, {"by": why})
+    _continue_idle_agents(out, project, trial=trial)
+
+
+def set_budget(project_id: str, limit_usd: Decimal, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
+    """Change the limit; a project paused for its budget resumes if the new limit leaves room."""
+    if not limit_usd.is_finite() or limit_usd < 0:
+        msg = f"budget limit {limit_usd} is not a positive amount of USD; pass e.g. --limit 10"
+        raise InvalidInput(msg)
+    with transaction(dispatcher, bus) as out:
+        project = get_project_row(out.session, project_id, lock=True)
+        _require(
+            project, (ProjectStatus.CREATED, ProjectStatus.RUNNING, ProjectStatus.PAUSED), "given a budget"
+        )
+        project.budget_limit_usd = limit_usd
+        project.budget_warned = False
+        out.event(project.id, events.BUDGET_CHANGED, {"limit_usd": str(limit_usd)})
+        paused_for_budget = (project.status_reason or "").startswith("budget_exceeded")
+        if (
+            paused_for_budget
+            and project.status == ProjectStatus.PAUSED
+            and budget.remaining_usd(out.session, project_id) > 0
+        ):
+            reopen(out, project, "budget")
+        return ProjectOut.model_validate(project)
+
+
+def _continue_idle_agents(out: Outbox, project: Project, *, trial: bool = False) -> None:
     agents = out.session.scalars(
         select(Agent).where(
             Agent.project_id == project.id,
@@ -61,7 +96,12 @@ def _continue_idle_agents(out: Outbox, project: Project) -> None:
         ).first()
         if latest is None or latest.status.is_finished:
             agent.status = AgentStatus.IDLE
-            out.new_iteration(project.id, agent.id, (latest.number if latest else 0) + 1)
+            config = ProjectConfig.model_validate(project.config)
+            number = (latest.number if latest else 0) + 1
+            if not scheduler.schedule(out, project, config, agent.id, number, trial=trial):
+                return
+            if trial:
+                return  # a half-open breaker lets exactly one iteration through
 
 
 def stop_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
@@ -99,3 +139,16 @@ def set_prompt(project_id: str, prompt: str, dispatcher: Dispatcher, bus: EventB
         project.prompt = prompt
         out.event(project.id, events.PROMPT_UPDATED, {"chars": len(prompt)})
         return ProjectOut.model_validate(project)
+
+
+def try_half_open(out: Outbox, project: Project) -> bool:
+    """A project paused by its breaker: after the cooldown, let one trial iteration through."""
+    if not project.breaker:
+        return False
+    config = ProjectConfig.model_validate(project.config)
+    state, allowed = may_run(Breaker.model_validate(project.breaker), config.circuit_breaker, utcnow())
+    if not allowed:
+        return False
+    project.breaker = state.model_dump(mode="json")
+    reopen(out, project, "half_open", trial=True)
+    return True

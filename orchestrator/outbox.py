@@ -33,16 +33,13 @@ class Outbox:
         self.events.append(events.record(self.session, project_id, type_, data, **ids))
 
     def new_iteration(self, project_id: str, agent_id: str, number: int) -> Iteration:
-        now = utcnow()
-        iteration = Iteration(
-            project_id=project_id, agent_id=agent_id, number=number, created_at=now, enqueued_at=now
-        )
+        """A new iteration row; it is sent to the workers only once ``enqueue`` is called."""
+        iteration = Iteration(project_id=project_id, agent_id=agent_id, number=number, created_at=utcnow())
         self.session.add(iteration)
         self.session.flush()
-        self.iterations.append((project_id, iteration.id))
         return iteration
 
-    def requeue(self, project_id: str, iteration: Iteration) -> None:
+    def enqueue(self, project_id: str, iteration: Iteration) -> None:
         iteration.enqueued_at = utcnow()
         self.iterations.append((project_id, iteration.id))
 

@@ -9,8 +9,9 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from orchestrator import workspace
+from orchestrator import scheduler, workspace
 from orchestrator.dispatch import Dispatcher
+from orchestrator.lookup import get_project_row
 from orchestrator.outbox import transaction
 from shared import events
 from shared.db import session_scope
@@ -83,17 +84,6 @@ def create_project(workspaces_dir: Path, archive: Path, name: str | None, bus: E
     return out
 
 
-def get_project_row(session: Session, project_id: str, *, lock: bool = False) -> Project:
-    query = select(Project).where(Project.id == project_id)
-    if lock:
-        query = query.with_for_update()
-    project = session.scalars(query).one_or_none()
-    if project is None:
-        msg = f"no project {project_id!r}; `raas ls` lists your projects"
-        raise NotFound(msg)
-    return project
-
-
 def start_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
     """Expand a created project into its task and root agent and enqueue its first iteration."""
     with transaction(dispatcher, bus) as out:
@@ -112,7 +102,7 @@ def start_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Pro
         project.status = ProjectStatus.RUNNING
         project.started_at = utcnow()
         out.event(project.id, events.PROJECT_STARTED, {"workflow": "ralph"})
-        out.new_iteration(project.id, agent.id, 1)
+        scheduler.schedule(out, project, ProjectConfig.model_validate(project.config), agent.id, 1)
         return ProjectOut.model_validate(project)
 
 

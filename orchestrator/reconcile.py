@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
-from orchestrator import scheduler
+from orchestrator import lifecycle, scheduler
 from orchestrator.dispatch import Dispatcher
 from orchestrator.outbox import transaction
 from shared.events import EventBus
@@ -34,6 +34,7 @@ class ReconcileReport:
     failed: list[str] = field(default_factory=list)
     advanced: list[str] = field(default_factory=list)
     terminated: list[str] = field(default_factory=list)
+    trials: list[str] = field(default_factory=list)
 
 
 class Reconciler:
@@ -55,6 +56,7 @@ class Reconciler:
         self._revive_or_fail(now, report)
         self._resend_queued(now, report)
         self._stop_leftovers(now, report)
+        self._half_open(report)
         for project_id, iteration_id in self._unadvanced(now):
             scheduler.advance(project_id, iteration_id, self.dispatcher, self.bus)
             report.advanced.append(iteration_id)
@@ -80,7 +82,7 @@ class Reconciler:
                     iteration.finished_at = now
                     report.failed.append(iteration.id)
                 elif iteration.enqueued_at is None or iteration.enqueued_at < stale:
-                    out.requeue(iteration.project_id, iteration)
+                    out.enqueue(iteration.project_id, iteration)
                     report.requeued.append(iteration.id)
 
     def _resend_queued(self, now: datetime, report: ReconcileReport) -> None:
@@ -97,7 +99,7 @@ class Reconciler:
                 .with_for_update(of=Iteration)
             ).all()
             for iteration in rows:
-                out.requeue(iteration.project_id, iteration)
+                out.enqueue(iteration.project_id, iteration)
                 report.requeued.append(iteration.id)
 
     def _stop_leftovers(self, now: datetime, report: ReconcileReport) -> None:
@@ -122,6 +124,17 @@ class Reconciler:
                 if self.terminate is not None and iteration.task_id:
                     self.terminate(iteration.task_id)
 
+    def _half_open(self, report: ReconcileReport) -> None:
+        with transaction(self.dispatcher, self.bus) as out:
+            paused = out.session.scalars(
+                select(Project)
+                .where(Project.status == ProjectStatus.PAUSED, Project.status_reason.like("circuit_breaker%"))
+                .with_for_update()
+            ).all()
+            for project in paused:
+                if lifecycle.try_half_open(out, project):
+                    report.trials.append(project.id)
+
     def _unadvanced(self, now: datetime) -> list[tuple[str, str]]:
         cutoff = now - timedelta(seconds=REPORT_GRACE_S)
         with transaction(self.dispatcher, self.bus) as out:
@@ -139,7 +152,7 @@ class Reconciler:
         while True:
             try:
                 report = self.run_once()
-                if report.requeued or report.failed or report.advanced or report.terminated:
+                if report.requeued or report.failed or report.advanced or report.terminated or report.trials:
                     log.info("reconcile: %s", report)
             except Exception:
                 log.exception("reconcile pass failed")

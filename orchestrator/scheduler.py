@@ -13,10 +13,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from orchestrator import workspace
+from orchestrator.breaker import Breaker, IterationReport, Trip, check_timeout, may_run, record
 from orchestrator.dispatch import Dispatcher
+from orchestrator.lookup import get_project_row
 from orchestrator.outbox import Outbox, transaction
-from orchestrator.projects import get_project_row
-from shared import events
+from shared import budget, events
 from shared.db import session_scope
 from shared.errors import Conflict, NotFound
 from shared.events import EventBus
@@ -32,6 +33,7 @@ from shared.models import (
     TaskStatus,
     utcnow,
 )
+from shared.pricing import find_price
 from shared.project_config import ProjectConfig
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,8 @@ def _decide(out: Outbox, project: Project, iteration: Iteration) -> None:
     if iteration.error_kind == ErrorKind.API_KEY:
         pause(out, project, "api_key_required", iteration.error or "the API key was rejected")
         out.event(project.id, events.API_KEY_REQUIRED, {"error": iteration.error}, iteration_id=iteration.id)
+    elif iteration.error_kind == ErrorKind.BUDGET:
+        pause_for_budget(out, project)
     elif (
         iteration.completed_task and _completing_streak(out.session, agent.id) >= config.completion_threshold
     ):
@@ -71,8 +75,72 @@ def _decide(out: Outbox, project: Project, iteration: Iteration) -> None:
         reason = f"max_iterations ({config.max_iterations}) reached without task_complete"
         _finish_agent(out.session, agent, TaskStatus.FAILED)
         end(out, project, ProjectStatus.FAILED, reason, {"reason": reason})
-    else:
-        out.new_iteration(project.id, agent.id, iteration.number + 1)
+    elif not _breaker_trips(out, project, iteration, config):
+        schedule(out, project, config, agent.id, iteration.number + 1)
+
+
+def schedule(
+    out: Outbox, project: Project, config: ProjectConfig, agent_id: str, number: int, *, trial: bool = False
+) -> bool:
+    """Enqueue an agent's next iteration if the breaker and the budget allow it (else pause).
+
+    ``trial`` is the half-open breaker's one iteration, already let through by ``may_run``.
+    """
+    if not trial and not _breaker_allows(out, project, config):
+        return False
+    iteration = out.new_iteration(project.id, agent_id, number)
+    price = find_price(config.model, config.pricing)
+    assert price is not None  # raas.toml validation refuses unpriced models
+    estimate = budget.call_estimate_usd(price, budget.DEFAULT_INPUT_TOKENS, config.max_tokens)
+    if not budget.reserve(out.session, project.id, iteration.id, estimate):
+        out.session.delete(iteration)
+        pause_for_budget(out, project)
+        return False
+    out.enqueue(project.id, iteration)
+    return True
+
+
+def _breaker_allows(out: Outbox, project: Project, config: ProjectConfig) -> bool:
+    now = utcnow()
+    state, trip = check_timeout(_breaker(project), project.started_at or now, config.circuit_breaker, now)
+    state, allowed = may_run(state, config.circuit_breaker, now)
+    project.breaker = state.model_dump(mode="json")
+    if trip is not None:
+        pause_for_breaker(out, project, trip)
+        return False
+    if not allowed:
+        pause(out, project, "circuit_breaker", state.reason or "the circuit breaker is open")
+    return allowed
+
+
+def _breaker(project: Project) -> Breaker:
+    return Breaker.model_validate(project.breaker) if project.breaker else Breaker()
+
+
+def _breaker_trips(out: Outbox, project: Project, iteration: Iteration, config: ProjectConfig) -> bool:
+    report = IterationReport(
+        failed=iteration.status == IterationStatus.FAILED,
+        error=iteration.error,
+        progress=bool(iteration.files_changed),
+    )
+    state, trip = record(_breaker(project), report, config.circuit_breaker, utcnow())
+    project.breaker = state.model_dump(mode="json")
+    if trip is not None:
+        pause_for_breaker(out, project, trip)
+    return trip is not None
+
+
+def pause_for_breaker(out: Outbox, project: Project, trip: Trip) -> None:
+    out.event(project.id, events.CIRCUIT_BREAKER_TRIGGERED, trip.model_dump(mode="json"))
+    pause(out, project, "circuit_breaker", trip.message)
+
+
+def pause_for_budget(out: Outbox, project: Project) -> None:
+    data = {"spent_usd": str(project.spent_usd), "limit_usd": str(project.budget_limit_usd)}
+    out.event(project.id, events.BUDGET_EXCEEDED, data)
+    pause(
+        out, project, "budget_exceeded", f"spent ${project.spent_usd:.4f} of ${project.budget_limit_usd:.2f}"
+    )
 
 
 def _completing_streak(session: Session, agent_id: str) -> int:

@@ -74,6 +74,7 @@ class ErrorKind(str, Enum):
     CONTEXT_TOO_LONG = "context_too_long"
     WORKSPACE = "workspace"
     WORKER_LOST = "worker_lost"
+    BUDGET = "budget"
     INTERNAL = "internal"
 
 
@@ -114,6 +115,9 @@ class Project(Base):
     budget_limit_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
     spent_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
     reserved_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
+    budget_warned: Mapped[bool] = mapped_column(default=False)
+    # The circuit breaker's state (orchestrator.breaker.Breaker as JSON); None means closed.
+    breaker: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime] = _ts(nullable=False)
     started_at: Mapped[datetime | None] = _ts()
     finished_at: Mapped[datetime | None] = _ts()
@@ -237,4 +241,6 @@ class LedgerEntry(Base):
     iteration_id: Mapped[str | None] = mapped_column(String(32))
     kind: Mapped[LedgerKind] = mapped_column(_enum(LedgerKind))
     amount_usd: Mapped[Decimal]
+    # A settlement also releases what the iteration held in reservation.
+    released_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
     created_at: Mapped[datetime] = _ts(nullable=False)

@@ -50,6 +50,37 @@ class SandboxConfig(_Strict):
         return value
 
 
+class BreakerConfig(BaseModel):
+    """``[circuit_breaker]`` in raas.toml; defaults are the ones ralph-claude-code users settled on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_consecutive_failures: int = Field(
+        default=5, ge=1, description="Open after this many failed iterations in a row."
+    )
+    max_no_progress: int = Field(
+        default=3,
+        ge=1,
+        description="Open after this many iterations in a row that changed nothing in the workspace "
+        "(commits made by the agent count as changes; failed iterations are counted as failures).",
+    )
+    max_same_error: int = Field(
+        default=5,
+        ge=1,
+        description="Open after the same error (digits, hex and paths ignored) this many times "
+        "since the workspace last changed.",
+    )
+    timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Wall-clock limit of the whole run, in seconds; none by default. "
+        "No cooldown recovers from it: `raas resume` grants another timeout_s.",
+    )
+    cooldown_s: float = Field(
+        default=1800, ge=0, description="Seconds the breaker stays open before one trial iteration."
+    )
+
+
 class ProjectConfig(_Strict):
     name: str | None = Field(default=None, description="Display name; defaults to the directory name.")
     workflow: Literal["ralph"] = Field(default="ralph", description="How the project becomes a DAG.")
@@ -77,6 +108,7 @@ class ProjectConfig(_Strict):
     )
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     pricing: dict[str, ModelPrice] = Field(
         default_factory=dict, description="Price overrides per model, USD per million tokens."
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -37,6 +38,11 @@ class Settings(BaseSettings):
     )
     sandbox_image: str = Field(
         default="constellation-sandbox:bookworm", description="Docker image every iteration runs in."
+    )
+    sandbox: Literal["auto", "docker", "local"] = Field(
+        default="auto",
+        description="Where `raas run` executes tools: docker, local (no isolation), or auto "
+        "(docker when an engine answers and has the image, else local).",
     )
     worker_name: str = Field(default="", description="Worker node name; empty means celery's default.")
     heartbeat_interval_s: float = Field(default=5.0, description="How often a running iteration beats.")

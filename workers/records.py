@@ -13,6 +13,8 @@ from typing import Any
 
 from sqlalchemy import and_, or_, select, update
 
+from shared import budget
+from shared.budget import Settlement
 from shared.db import session_scope
 from shared.models import (
     Agent,
@@ -120,11 +122,12 @@ def store_message(
     usage: Usage | None = None,
     stop_reason: str | None = None,
     duration_s: float | None = None,
-) -> Decimal:
-    """Store one message; an assistant message's usage is priced and added to every total.
+) -> Settlement | None:
+    """Store one message; an assistant message's usage is priced, added to every total, and
+    settles the call's budget reservation.
 
     Returns:
-        The call's cost in USD (0 for messages without usage).
+        The settlement, for assistant messages (None for the others).
     """
     cost = Decimal(0)
     if usage is not None and model is not None:
@@ -137,6 +140,7 @@ def store_message(
                 project_id=claim.project_id,
                 agent_id=claim.agent_id,
                 iteration_id=claim.iteration_id,
+                attempt=claim.attempt,
                 seq=seq,
                 role=role,
                 content=content,
@@ -151,15 +155,29 @@ def store_message(
                 created_at=utcnow(),
             )
         )
-        if cost or usage.total_tokens():
-            _add_totals(session, claim, usage, cost)
-    return cost
+        if role != "assistant":
+            return None
+        _add_totals(session, claim, usage, cost)
+        return budget.settle(
+            session, claim.project_id, claim.iteration_id, cost, claim.config.budget.warning_threshold
+        )
+
+
+def reserve_call(claim: Claim, amount: Decimal) -> bool:
+    """Reserve a call's worst-case cost before making it; False when the budget is spent."""
+    with session_scope() as session:
+        return budget.reserve(session, claim.project_id, claim.iteration_id, amount)
+
+
+def release(claim: Claim) -> None:
+    """Give back what a call that failed had reserved (its usage is unknown, so nothing is charged)."""
+    with session_scope() as session:
+        budget.settle(
+            session, claim.project_id, claim.iteration_id, Decimal(0), claim.config.budget.warning_threshold
+        )
 
 
 def _add_totals(session: Any, claim: Claim, usage: Usage, cost: Decimal) -> None:
-    session.execute(
-        update(Project).where(Project.id == claim.project_id).values(spent_usd=Project.spent_usd + cost)
-    )
     session.execute(
         update(Agent)
         .where(Agent.id == claim.agent_id)
@@ -213,6 +231,9 @@ def finish(claim: Claim, outcome: Outcome) -> bool:
         )
         if not result.rowcount:  # type: ignore[attr-defined]
             return False
+        budget.settle(
+            session, claim.project_id, claim.iteration_id, Decimal(0), claim.config.budget.warning_threshold
+        )
         agent = session.get_one(Agent, claim.agent_id)
         agent.iterations += 1
         agent.status = AgentStatus.ERROR if outcome.error else AgentStatus.IDLE

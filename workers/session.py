@@ -16,8 +16,9 @@ from typing import Any
 
 import anthropic
 
-from shared import events
+from shared import budget, events
 from shared.models import ErrorKind
+from shared.pricing import find_price
 from workers import context, llm, prompts, records
 from workers.output import OutputCoalescer
 from workers.records import Claim
@@ -73,8 +74,19 @@ class AgentSession:
         self.tools = prompts.with_cache_breakpoint([*tool_specs(TOOL_NAMES), prompts.TASK_COMPLETE_TOOL])
         self.output = OutputCoalescer(lambda text: self.emit(events.AGENT_OUTPUT_CHUNK, {"text": text}))
 
+    def _reserve(self, window: list[dict[str, Any]]) -> None:
+        """Reserve the next call's worst-case cost, or end the session: the budget is spent."""
+        price = find_price(self.config.model, self.config.pricing)
+        assert price is not None  # raas.toml validation refuses unpriced models
+        size = context.estimate_tokens(
+            [*window, {"system": prompts.system_blocks(self.claim), "tools": self.tools}]
+        )
+        if not records.reserve_call(self.claim, budget.call_estimate_usd(price, size, self.max_tokens)):
+            msg = "the project's budget is spent; raise it with `raas budget ID --limit USD`"
+            raise SessionFailure(ErrorKind.BUDGET, msg)
+
     def _store(self, role: str, content: list[dict[str, Any]], reply: llm.Reply | None = None) -> None:
-        records.store_message(
+        settlement = records.store_message(
             self.claim,
             self.seq,
             role,
@@ -85,6 +97,11 @@ class AgentSession:
             duration_s=reply.duration_s if reply else None,
         )
         self.seq += 1
+        if settlement is not None and settlement.warn:
+            self.emit(
+                events.BUDGET_WARNING,
+                {"spent_usd": str(settlement.spent_usd), "limit_usd": str(settlement.limit_usd)},
+            )
 
     def _opening(self) -> list[dict[str, Any]]:
         opening = prompts.first_message(self.claim)
@@ -151,9 +168,15 @@ class AgentSession:
         ]
 
     def _call(self, messages: list[dict[str, Any]]) -> llm.Reply:
-        """One LLM call, retried and classified (DESIGN.md rule 6); every answer is stored."""
+        """One LLM call, retried and classified (DESIGN.md rule 6); every answer is stored.
+
+        Each attempt first reserves its worst-case cost (DESIGN.md rule 1); storing the answer
+        settles the reservation, a failed attempt releases it.
+        """
         waited = 0.0
         for attempt in range(self.policy.max_attempts):
+            window = context.truncate(messages, self.config.context_window_tokens)
+            self._reserve(window)
             try:
                 reply = llm.call(
                     self.client,
@@ -161,34 +184,36 @@ class AgentSession:
                     max_tokens=self.max_tokens,
                     system=prompts.system_blocks(self.claim),
                     tools=self.tools,
-                    messages=context.truncate(messages, self.config.context_window_tokens),
+                    messages=window,
                     session_key=self.claim.project_id,
                     on_text=self.output.add,
                 )
+            except Exception as exc:
+                records.release(self.claim)
+                failure: Exception = exc
+            else:
                 self.output.flush()
                 self._store("assistant", reply.content, reply)
-                if reply.stop_reason is None:
-                    msg = "the stream ended without a stop reason"
-                    raise IncompleteReply(msg)
-                return reply
-            except Exception as exc:
-                self.output.flush()
-                kind = classify(exc)
-                messages = self._handle_failure(exc, kind, messages)
-                delay = self.policy.delay_s(attempt, retry_after_s(exc)) if kind is Failure.RETRY else 0.0
-                waited += delay
-                if waited > self.policy.max_total_wait_s:
-                    break
-                self.emit(
-                    events.LLM_RETRY,
-                    {
-                        "reason": kind.value,
-                        "error": _describe(exc),
-                        "attempt": attempt + 1,
-                        "delay_s": round(delay, 2),
-                    },
-                )
-                time.sleep(delay)
+                if reply.stop_reason is not None:
+                    return reply
+                failure = IncompleteReply("the stream ended without a stop reason")
+            self.output.flush()
+            kind = classify(failure)
+            messages = self._handle_failure(failure, kind, messages)
+            delay = self.policy.delay_s(attempt, retry_after_s(failure)) if kind is Failure.RETRY else 0.0
+            waited += delay
+            if waited > self.policy.max_total_wait_s:
+                break
+            self.emit(
+                events.LLM_RETRY,
+                {
+                    "reason": kind.value,
+                    "error": _describe(failure),
+                    "attempt": attempt + 1,
+                    "delay_s": round(delay, 2),
+                },
+            )
+            time.sleep(delay)
         msg = f"LLM call failed after {self.policy.max_attempts} attempts"
         raise SessionFailure(ErrorKind.LLM, msg)
 

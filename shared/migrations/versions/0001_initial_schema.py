@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 17:14:28.461813
+Create Date: 2026-11-22 17:19:14.502663
 """
 
 from alembic import op
@@ -29,6 +29,8 @@ def upgrade() -> None:
     sa.Column('budget_limit_usd', sa.Numeric(precision=14, scale=6), nullable=False),
     sa.Column('spent_usd', sa.Numeric(precision=14, scale=6), nullable=False),
     sa.Column('reserved_usd', sa.Numeric(precision=14, scale=6), nullable=False),
+    sa.Column('budget_warned', sa.Boolean(), nullable=False),
+    sa.Column('breaker', sa.JSON(), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('started_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
@@ -40,6 +42,7 @@ def upgrade() -> None:
     sa.Column('iteration_id', sa.String(length=32), nullable=True),
     sa.Column('kind', sa.Enum('reserve', 'settle', name='ledgerkind', native_enum=False, length=16), nullable=False),
     sa.Column('amount_usd', sa.Numeric(precision=14, scale=6), nullable=False),
+    sa.Column('released_usd', sa.Numeric(precision=14, scale=6), nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['project_id'], ['projects.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id')
@@ -110,7 +113,7 @@ def upgrade() -> None:
     sa.Column('completed_task', sa.Boolean(), nullable=False),
     sa.Column('summary', sa.Text(), nullable=True),
     sa.Column('error', sa.Text(), nullable=True),
-    sa.Column('error_kind', sa.Enum('api_key', 'llm', 'refusal', 'max_tokens', 'context_too_long', 'workspace', 'worker_lost', 'internal', name='errorkind', native_enum=False), nullable=True),
+    sa.Column('error_kind', sa.Enum('api_key', 'llm', 'refusal', 'max_tokens', 'context_too_long', 'workspace', 'worker_lost', 'budget', 'internal', name='errorkind', native_enum=False), nullable=True),
     sa.Column('base_sha', sa.String(length=64), nullable=True),
     sa.Column('commit_sha', sa.String(length=64), nullable=True),
     sa.Column('files_changed', sa.JSON(), nullable=False),

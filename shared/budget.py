@@ -1,0 +1,105 @@
+"""The budget gate (DESIGN.md rule 1): reservations and settlements in one ledger.
+
+Every LLM call is preceded by a reservation of its worst-case cost, taken with one conditional
+UPDATE that succeeds only while some budget remains (it works on Postgres and SQLite alike),
+and followed by a settlement to the real cost. Since no one can reserve while the remainder is
+spoken for, the final spend is at most the limit plus one call's cost, however many workers run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from shared.models import Iteration, LedgerEntry, LedgerKind, Project, utcnow
+from shared.pricing import ModelPrice
+
+MILLION = Decimal(1_000_000)
+# What the coordinator assumes of a first call's input before it has seen one.
+DEFAULT_INPUT_TOKENS = 20_000
+
+
+def call_estimate_usd(price: ModelPrice, input_tokens: int, max_output_tokens: int) -> Decimal:
+    """The most a call can cost: every input token written to the cache, every output token used."""
+    worst_input = max(price.input, price.cache_write_price())
+    return ((input_tokens * worst_input + max_output_tokens * price.output) / MILLION).quantize(
+        Decimal("0.000001")
+    )
+
+
+def reserve(session: Session, project_id: str, iteration_id: str | None, amount: Decimal) -> bool:
+    """Reserve ``amount`` if any budget remains; False (and nothing written) when none does."""
+    admitted = session.execute(
+        update(Project)
+        .where(
+            Project.id == project_id, Project.budget_limit_usd - Project.spent_usd - Project.reserved_usd > 0
+        )
+        .values(reserved_usd=Project.reserved_usd + amount)
+        .returning(Project.id)
+    ).first()
+    if admitted is None:
+        return False
+    if iteration_id is not None:
+        session.execute(
+            update(Iteration)
+            .where(Iteration.id == iteration_id)
+            .values(reserved_usd=Iteration.reserved_usd + amount)
+        )
+    session.add(
+        LedgerEntry(
+            project_id=project_id,
+            iteration_id=iteration_id,
+            kind=LedgerKind.RESERVE,
+            amount_usd=amount,
+            created_at=utcnow(),
+        )
+    )
+    return True
+
+
+@dataclass(frozen=True)
+class Settlement:
+    spent_usd: Decimal
+    limit_usd: Decimal
+    warn: bool  # this settlement crossed the warning threshold for the first time
+
+
+def settle(
+    session: Session, project_id: str, iteration_id: str, actual: Decimal, threshold: float
+) -> Settlement:
+    """Charge ``actual`` and release everything the iteration still holds in reservation."""
+    held = session.scalar(select(Iteration.reserved_usd).where(Iteration.id == iteration_id)) or Decimal(0)
+    session.execute(update(Iteration).where(Iteration.id == iteration_id).values(reserved_usd=Decimal(0)))
+    row = session.execute(
+        update(Project)
+        .where(Project.id == project_id)
+        .values(spent_usd=Project.spent_usd + actual, reserved_usd=Project.reserved_usd - held)
+        .returning(Project.spent_usd, Project.budget_limit_usd, Project.budget_warned)
+    ).one()
+    session.add(
+        LedgerEntry(
+            project_id=project_id,
+            iteration_id=iteration_id,
+            kind=LedgerKind.SETTLE,
+            amount_usd=actual,
+            released_usd=held,
+            created_at=utcnow(),
+        )
+    )
+    spent, limit, warned = row
+    warn = not warned and limit > 0 and spent >= limit * Decimal(str(threshold))
+    if warn:
+        session.execute(update(Project).where(Project.id == project_id).values(budget_warned=True))
+    return Settlement(spent_usd=spent, limit_usd=limit, warn=warn)
+
+
+def remaining_usd(session: Session, project_id: str) -> Decimal:
+    row = session.execute(
+        select(Project.budget_limit_usd - Project.spent_usd - Project.reserved_usd).where(
+            Project.id == project_id
+        )
+    ).scalar_one()
+    return Decimal(row)
