@@ -81,6 +81,13 @@ class BreakerConfig(BaseModel):
     )
 
 
+class RateLimitConfig(_Strict):
+    calls_per_hour: int | None = Field(default=None, gt=0, description="LLM calls of this project per hour.")
+    tokens_per_hour: int | None = Field(
+        default=None, gt=0, description="Input plus output tokens of this project per hour."
+    )
+
+
 class ProjectConfig(_Strict):
     name: str | None = Field(default=None, description="Display name; defaults to the directory name.")
     workflow: Literal["ralph"] = Field(default="ralph", description="How the project becomes a DAG.")
@@ -109,6 +116,7 @@ class ProjectConfig(_Strict):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+    rate_limit: RateLimitConfig = Field(default_factory=RateLimitConfig)
     pricing: dict[str, ModelPrice] = Field(
         default_factory=dict, description="Price overrides per model, USD per million tokens."
     )

@@ -53,6 +53,15 @@ class Settings(BaseSettings):
         default=300.0, description="A queued iteration not started after this is sent to the broker again."
     )
     reconcile_interval_s: float = Field(default=10.0, description="How often the reconcile loop runs.")
+    rate_requests_per_minute: int | None = Field(
+        default=None, description="The API key's request limit, enforced across all workers."
+    )
+    rate_input_tokens_per_minute: int | None = Field(
+        default=None, description="The API key's input-token limit, enforced across all workers."
+    )
+    rate_output_tokens_per_minute: int | None = Field(
+        default=None, description="The API key's output-token limit, enforced across all workers."
+    )
     heartbeat_stale_s: float = Field(
         default=30.0,
         description="A running iteration whose heartbeat is older than this has lost its worker.",

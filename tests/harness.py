@@ -25,6 +25,7 @@ from shared.events import RedisBus
 from shared.settings import Settings, get_settings
 from tests.stack import free_port
 from workers.iteration import IterationRunner
+from workers.ratelimit import RateLimiter
 from workers.records import Claim
 from workers.scripted_model.script import Script
 from workers.scripted_model.server import ScriptedModelServer
@@ -85,8 +86,10 @@ class Engine:
     bus: RedisBus
     tmp: Path
 
+    limiter: RateLimiter | None = None
+
     def runner(self, worker: str = "test-worker") -> IterationRunner:
-        return IterationRunner(self.settings, self.bus, worker)
+        return IterationRunner(self.settings, self.bus, worker, limiter=self.limiter)
 
     def submit(
         self, prompt: str = "Do the task.", raas_toml: str = "", files: dict[str, str] | None = None

@@ -21,6 +21,7 @@ from shared.models import ErrorKind
 from shared.settings import Settings
 from workers import llm, records
 from workers.coordinator_client import CoordinatorClient
+from workers.ratelimit import RateLimiter
 from workers.records import Claim, Outcome
 from workers.sandbox.base import Sandbox, SandboxLimits
 from workers.sandbox.docker import DockerSandbox
@@ -83,11 +84,13 @@ class IterationRunner:
         bus: EventBus,
         worker_name: str,
         sandbox_factory: SandboxFactory | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.settings = settings
         self.bus = bus
         self.worker_name = worker_name
         self.start_sandbox = sandbox_factory or docker_sandbox(settings.sandbox_image)
+        self.limiter = limiter
 
     def _emitter(self, claim: Claim) -> Emit:
         def emit(type_: str, data: dict[str, Any]) -> None:
@@ -181,7 +184,7 @@ class IterationRunner:
             f"raas-{claim.iteration_id}-{claim.attempt}",
         )
         try:
-            return AgentSession(claim, sandbox, client, emit).run()
+            return AgentSession(claim, sandbox, client, emit, limiter=self.limiter).run()
         finally:
             sandbox.close()
             client.close()

@@ -21,6 +21,7 @@ from shared.models import ErrorKind
 from shared.pricing import find_price
 from workers import context, llm, prompts, records
 from workers.output import OutputCoalescer
+from workers.ratelimit import CallExceedsRateLimit, ProjectLimits, RateLimiter, Reservation
 from workers.records import Claim
 from workers.retry import Failure, IncompleteReply, RetryPolicy, classify, retry_after_s
 from workers.sandbox.base import Sandbox
@@ -62,6 +63,7 @@ class AgentSession:
         client: anthropic.Anthropic,
         emit: Emit,
         policy: RetryPolicy | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.claim = claim
         self.config = claim.config
@@ -69,6 +71,11 @@ class AgentSession:
         self.client = client
         self.emit = emit
         self.policy = policy or RetryPolicy()
+        self.limiter = limiter
+        rate = claim.config.rate_limit
+        self.project_limits = ProjectLimits(
+            calls_per_hour=rate.calls_per_hour, tokens_per_hour=rate.tokens_per_hour
+        )
         self.seq = 0
         self.max_tokens = self.config.max_tokens
         self.tools = prompts.with_cache_breakpoint([*tool_specs(TOOL_NAMES), prompts.TASK_COMPLETE_TOOL])
@@ -84,6 +91,22 @@ class AgentSession:
         if not records.reserve_call(self.claim, budget.call_estimate_usd(price, size, self.max_tokens)):
             msg = "the project's budget is spent; raise it with `raas budget ID --limit USD`"
             raise SessionFailure(ErrorKind.BUDGET, msg)
+
+    def _admit(self, window: list[dict[str, Any]]) -> Reservation | None:
+        """Wait for room under the cluster-wide rate limits; say so in an event while waiting."""
+        if self.limiter is None:
+            return None
+
+        def waiting(wait_s: float, limit: str) -> None:
+            self.emit(events.RATE_LIMIT_WAIT, {"wait_s": round(wait_s, 2), "limit": limit})
+
+        size = context.estimate_tokens([*window, {"system": prompts.system_blocks(self.claim)}])
+        try:
+            return self.limiter.acquire(
+                self.claim.project_id, self.project_limits, size, self.max_tokens, on_wait=waiting
+            )
+        except CallExceedsRateLimit as exc:
+            raise SessionFailure(ErrorKind.LLM, str(exc)) from exc
 
     def _store(self, role: str, content: list[dict[str, Any]], reply: llm.Reply | None = None) -> None:
         settlement = records.store_message(
@@ -177,6 +200,7 @@ class AgentSession:
         for attempt in range(self.policy.max_attempts):
             window = context.truncate(messages, self.config.context_window_tokens)
             self._reserve(window)
+            admission = self._admit(window)
             try:
                 reply = llm.call(
                     self.client,
@@ -190,8 +214,15 @@ class AgentSession:
                 )
             except Exception as exc:
                 records.release(self.claim)
+                if admission is not None:
+                    admission.settle(0, 0)
                 failure: Exception = exc
             else:
+                if admission is not None:
+                    usage = reply.usage
+                    admission.settle(
+                        usage.input_tokens + usage.cache_creation_input_tokens, usage.output_tokens
+                    )
                 self.output.flush()
                 self._store("assistant", reply.content, reply)
                 if reply.stop_reason is not None:

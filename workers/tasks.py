@@ -6,13 +6,16 @@ import logging
 import socket
 from functools import lru_cache
 
+import redis
 from celery import Task
 
 from shared.celery_app import ADVANCE_PROJECT, COORDINATOR_QUEUE, RUN_ITERATION, app
 from shared.events import RedisBus
-from shared.settings import get_settings
+from shared.settings import Settings, get_settings
 from workers import records
 from workers.iteration import IterationRunner
+from workers.llm import PLACEHOLDER_KEY
+from workers.ratelimit import ProviderLimits, RateLimiter, key_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +23,18 @@ log = logging.getLogger(__name__)
 @lru_cache(maxsize=1)
 def _runner(worker_name: str) -> IterationRunner:
     settings = get_settings()
-    return IterationRunner(settings, RedisBus(settings.redis_url), worker_name)
+    return IterationRunner(settings, RedisBus(settings.redis_url), worker_name, limiter=_limiter(settings))
+
+
+def _limiter(settings: Settings) -> RateLimiter:
+    """One limiter per worker process, shared through Redis with every other worker."""
+    provider = ProviderLimits(
+        requests_per_minute=settings.rate_requests_per_minute,
+        input_tokens_per_minute=settings.rate_input_tokens_per_minute,
+        output_tokens_per_minute=settings.rate_output_tokens_per_minute,
+    )
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else PLACEHOLDER_KEY
+    return RateLimiter(redis.Redis.from_url(settings.redis_url), provider, key_fingerprint(key))
 
 
 @app.task(name=RUN_ITERATION, bind=True)
