@@ -432,12 +432,13 @@ def to_task_specs(graph: ScudGraph) -> list[TaskSpec]:
 
 
 def _ancestors(task: ScudTask, index: Mapping[str, ScudTask]) -> list[ScudTask]:
-    chain: list[ScudTask] = []
+    """Parent, grandparent, ...; stops at a loop, which only a hand-built graph can have."""
+    chain: dict[str, ScudTask] = {}
     parent = _resolve(index, task.parent, task.phase) if task.parent else None
-    while parent is not None and parent not in chain:
-        chain.append(parent)
+    while parent is not None and parent.key not in chain and parent.key != task.key:
+        chain[parent.key] = parent
         parent = _resolve(index, parent.parent, parent.phase) if parent.parent else None
-    return chain
+    return list(chain.values())
 
 
 def _closed(task: ScudTask, index: Mapping[str, ScudTask]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import stat
 from pathlib import Path
 
@@ -371,6 +372,25 @@ def scud_graphs(draw: st.DrawFn) -> ScudGraph:
             if others and phase.name is not None:
                 task.depends_on += draw(st.lists(st.sampled_from(others), unique=True, max_size=2))
     return ScudGraph(phases=phases)
+
+
+scud_lines = st.sampled_from(
+    ["@nodes", "@edges", "@parents", "@details", "@meta {", "}", "---", "# Phase: p", "  value"]
+    + ["1 | One | P | 2 | H", "2 | Two \\| too", "1 -> 2", "2 -> p:1", "1: 2", "2 | description |"]
+)
+
+
+@given(st.lists(scud_lines | st.text(max_size=12), max_size=20))
+def test_any_text_is_read_into_a_graph_that_round_trips_or_refused_in_one_line(lines: list[str]) -> None:
+    refusal = ""
+    try:
+        graph = parse_scg("\n".join(lines))
+    except InvalidInput as refused:
+        refusal = str(refused)
+    if refusal:
+        assert re.fullmatch(r"tasks\.scg:\d+: [^\n]+", refusal)
+    else:
+        assert parse_scg(dump_scg(graph)) == graph
 
 
 @given(scud_graphs())
