@@ -79,7 +79,7 @@ def test_an_iteration_whose_worker_died_reruns_as_a_new_attempt_charged_once(
         dead = records.claim(iteration_id, "dead-worker", stale_after_s=30)
         assert dead is not None
         records.store_message(dead, 0, "user", [{"type": "text", "text": "opening of attempt 1"}])
-        dead_cost = records.store_message(
+        records.store_message(
             dead,
             1,
             "assistant",
@@ -88,7 +88,8 @@ def test_an_iteration_whose_worker_died_reruns_as_a_new_attempt_charged_once(
             usage=Usage(input_tokens=1000, output_tokens=100),
             stop_reason="end_turn",
         )
-        assert dead_cost == Decimal("0.004500")
+        dead_cost = Decimal("0.004500")  # 1000 * $3 + 100 * $15 per million
+        assert project(project_id).spent_usd == dead_cost
         with session_scope() as session:
             session.execute(
                 update(Iteration)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,8 +65,14 @@ def test_the_completion_marker_ending_a_turn_completes_the_task(
 def test_a_completion_threshold_of_two_needs_two_consecutive_completing_iterations(
     services: dict[str, str], tmp_path: Path
 ) -> None:
-    done, not_done = text(f"Done. {MARKER}"), text("More to do.")
-    script = {"responses": [done, not_done, done, done]}
+    # Each iteration changes the workspace (progress, so the circuit breaker stays closed).
+    def iteration(n: int, ending: str) -> list[dict[str, Any]]:
+        return [tool("write", {"path": f"step{n}.txt", "content": f"{n}\n"}), text(ending)]
+
+    done, not_done = f"Done. {MARKER}", "More to do."
+    script = {
+        "responses": [*iteration(1, done), *iteration(2, not_done), *iteration(3, done), *iteration(4, done)]
+    }
     with engine(script, tmp_path) as eng:
         project_id = eng.submit(raas_toml=f'completion_marker = "{MARKER}"\ncompletion_threshold = 2')
 
