@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -11,11 +12,22 @@ from sqlalchemy import update
 
 from shared import events
 from shared.db import session_scope
+from shared.errors import ServiceUnavailable
+from shared.git import commit_all
 from shared.models import Iteration, IterationStatus, utcnow
 from shared.pricing import Usage
 from tests.harness import engine
-from tests.integration.engine_helpers import event_log, iterations, messages, project, text, tool
+from tests.integration.engine_helpers import (
+    event_log,
+    iterations,
+    messages,
+    project,
+    text,
+    tool,
+    workspace_git,
+)
 from workers import records
+from workers.coordinator_client import CoordinatorClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -123,6 +135,18 @@ def test_an_iteration_whose_worker_died_reruns_as_a_new_attempt_charged_once(
         started = event_log(project_id, events.ITERATION_STARTED)
         assert [e.data["attempt"] for e in started] == [2]
 
-        # The dead attempt, had it come back, may not record its end or push its workspace.
+        # The dead attempt, had it come back, may not push its workspace or record its end.
+        head = workspace_git(eng, project_id, "rev-parse", "main")
+        stale = tmp_path / "stale-attempt"
+        coordinator = CoordinatorClient(
+            eng.settings.coordinator_url, eng.settings.api_token.get_secret_value()
+        )
+        with closing(coordinator):
+            base = coordinator.fetch_workspace(project_id, stale)
+            (stale / "late.txt").write_text("from the dead worker\n")
+            commit_all(stale, "late", "agent-dead", "dead@constellation.local")
+            with pytest.raises(ServiceUnavailable, match="not the running attempt"):
+                coordinator.push_workspace(project_id, iteration_id, dead.attempt, stale, base)
+        assert workspace_git(eng, project_id, "rev-parse", "main") == head
         assert records.finish(dead, records.Outcome(completed_task=True)) is False
         assert iterations(project_id)[0].completed_task is False
