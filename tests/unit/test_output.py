@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from workers.output import OutputCoalescer
@@ -26,3 +28,16 @@ def test_a_zero_window_sends_every_delta() -> None:
     coalescer.add("b")
     coalescer.flush()
     assert sent == ["a", "b"]
+
+
+def test_text_is_sent_when_the_window_closes_even_without_another_delta() -> None:
+    sent: list[str] = []
+    coalescer = OutputCoalescer(sent.append, window_s=0.05)
+    coalescer.add("the last ")
+    coalescer.add("words")
+    deadline = time.monotonic() + 5
+    while not sent and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sent == ["the last words"]
+    coalescer.flush()
+    assert sent == ["the last words"]
