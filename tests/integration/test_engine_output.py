@@ -64,3 +64,27 @@ def test_tool_calls_and_the_lifecycle_are_events_with_ids(services: dict[str, st
         assert complete.data["summary"] == "said hello"
         seqs = [e.seq for e in event_log(project_id)]
         assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_text_is_sent_live_while_a_slow_tool_call_is_still_streaming(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    # Given: a sentence, then a tool call whose input takes about 1.5 s to stream.
+    sentence = "I will write the notes file now."
+    slow_call = {"type": "tool_use", "name": "write", "input": {"path": "notes.txt", "content": "x" * 290}}
+    script = {
+        "responses": [
+            {"content": [{"type": "text", "text": sentence}, slow_call], "delta_delay_s": 0.05},
+            tool("task_complete", {"summary": "wrote notes"}),
+        ],
+        "json_chunk_chars": 10,
+    }
+    with engine(script, tmp_path) as eng:
+        project_id = eng.submit()
+        eng.run_next(project_id)
+
+        chunks = event_log(project_id, events.AGENT_OUTPUT_CHUNK)
+        assert "".join(c.data["text"] for c in chunks) == sentence
+        (call,) = [e for e in event_log(project_id, events.AGENT_TOOL_CALL) if e.data["tool"] == "write"]
+        # The whole sentence was out long before the call's input had finished streaming.
+        assert (call.ts - chunks[-1].ts).total_seconds() > 1.0
