@@ -8,18 +8,28 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
-from orchestrator import scheduler
 from orchestrator.breaker import Breaker, may_run, reset
 from orchestrator.dispatch import Dispatcher
 from orchestrator.lookup import get_project_row
 from orchestrator.outbox import Outbox, transaction
-from orchestrator.scheduler import end, pause
+from orchestrator.queueing import pump, schedule
+from orchestrator.transitions import end, pause
 from shared import budget, events
 from shared.errors import Conflict, InvalidInput
 from shared.events import EventBus
-from shared.models import Agent, AgentStatus, Iteration, IterationStatus, Project, ProjectStatus, utcnow
+from shared.models import (
+    Agent,
+    AgentStatus,
+    Iteration,
+    IterationStatus,
+    Project,
+    ProjectStatus,
+    Task,
+    TaskStatus,
+    utcnow,
+)
 from shared.project_config import ProjectConfig
 from shared.schemas import ProjectOut
 
@@ -84,24 +94,47 @@ def set_budget(project_id: str, limit_usd: Decimal, dispatcher: Dispatcher, bus:
 
 
 def _continue_idle_agents(out: Outbox, project: Project, *, trial: bool = False) -> None:
+    """Give every agent that was cut short its next iteration, then send what waits."""
+    config = ProjectConfig.model_validate(project.config)
     agents = out.session.scalars(
-        select(Agent).where(
+        select(Agent)
+        .where(
             Agent.project_id == project.id,
-            Agent.status.not_in([AgentStatus.COMPLETED]),
+            Agent.status != AgentStatus.COMPLETED,
+            Agent.category != "validator",
+        )
+        .order_by(Agent.created_at)
+    ).all()
+    for agent in agents:
+        if not _needs_iteration(out, agent):
+            continue
+        agent.status = AgentStatus.IDLE
+        if not schedule(out, project, config, agent.id, agent.iterations + 1, trial=trial) or trial:
+            break  # paused again, or the half-open breaker's one trial is on its way
+    if project.status == ProjectStatus.RUNNING:
+        pump(out, project, config)
+
+
+def _needs_iteration(out: Outbox, agent: Agent) -> bool:
+    """No iteration pending, no subagent still working, and its task not finished."""
+    if agent.task_id is not None:
+        task = out.session.get(Task, agent.task_id)
+        if task is not None and task.status in (TaskStatus.COMPLETED, TaskStatus.FAILED):
+            return False
+    pending = out.session.scalar(
+        select(func.count())
+        .select_from(Iteration)
+        .where(
+            Iteration.agent_id == agent.id,
+            Iteration.status.in_([IterationStatus.QUEUED, IterationStatus.RUNNING]),
         )
     )
-    for agent in agents:
-        latest = out.session.scalars(
-            select(Iteration).where(Iteration.agent_id == agent.id).order_by(Iteration.number.desc()).limit(1)
-        ).first()
-        if latest is None or latest.status.is_finished:
-            agent.status = AgentStatus.IDLE
-            config = ProjectConfig.model_validate(project.config)
-            number = (latest.number if latest else 0) + 1
-            if not scheduler.schedule(out, project, config, agent.id, number, trial=trial):
-                return
-            if trial:
-                return  # a half-open breaker lets exactly one iteration through
+    children = out.session.scalar(
+        select(func.count())
+        .select_from(Agent)
+        .where(Agent.parent_id == agent.id, Agent.status.not_in([AgentStatus.COMPLETED, AgentStatus.ERROR]))
+    )
+    return not pending and not children
 
 
 def stop_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:

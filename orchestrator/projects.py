@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from orchestrator import scheduler, workspace
+from orchestrator import workflows, workspace
 from orchestrator.dispatch import Dispatcher
 from orchestrator.lookup import get_project_row
 from orchestrator.outbox import transaction
@@ -17,7 +17,7 @@ from shared import events
 from shared.db import session_scope
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.events import EventBus
-from shared.models import Agent, Iteration, Message, Project, ProjectStatus, Task, new_id, utcnow
+from shared.models import Agent, Iteration, Message, Project, ProjectStatus, new_id, utcnow
 from shared.project_config import ProjectConfig, parse_project_config
 from shared.schemas import AgentOut, EventOut, IterationOut, ProjectDetail, ProjectOut
 
@@ -91,18 +91,11 @@ def start_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Pro
         if project.status != ProjectStatus.CREATED:
             msg = f"project {project_id} is {project.status.value}; only a created project can be started"
             raise Conflict(msg)
-        task = Task(project_id=project.id, key="main", title=project.name, category="builder")
-        out.session.add(task)
-        out.session.flush()
-        agent = Agent(
-            project_id=project.id, task_id=task.id, depth=0, category="builder", created_at=utcnow()
-        )
-        out.session.add(agent)
-        out.session.flush()
         project.status = ProjectStatus.RUNNING
         project.started_at = utcnow()
-        out.event(project.id, events.PROJECT_STARTED, {"workflow": "ralph"})
-        scheduler.schedule(out, project, ProjectConfig.model_validate(project.config), agent.id, 1)
+        config = ProjectConfig.model_validate(project.config)
+        out.event(project.id, events.PROJECT_STARTED, {"workflow": config.workflow})
+        workflows.expand(out, project, config)
         return ProjectOut.model_validate(project)
 
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from orchestrator import workspace
-from orchestrator.breaker import Breaker, IterationReport, Trip, check_timeout, may_run, record
+from orchestrator import workflows, workspace
 from orchestrator.dispatch import Dispatcher
 from orchestrator.lookup import get_project_row
 from orchestrator.outbox import Outbox, transaction
-from shared import budget, events
+from orchestrator.queueing import breaker_trips, pump, schedule
+from orchestrator.transitions import end, pause, pause_for_budget
+from shared import events
 from shared.db import session_scope
 from shared.errors import Conflict, NotFound
 from shared.events import EventBus
@@ -31,16 +32,15 @@ from shared.models import (
     ProjectStatus,
     Task,
     TaskStatus,
-    utcnow,
 )
-from shared.pricing import find_price
 from shared.project_config import ProjectConfig
 
 log = logging.getLogger(__name__)
+_FINISHED_AGENT = (AgentStatus.COMPLETED, AgentStatus.ERROR)
 
 
 def advance(project_id: str, iteration_id: str, dispatcher: Dispatcher, bus: EventBus) -> None:
-    """Act on a finished iteration: complete, fail or pause the project, or enqueue the next one."""
+    """Act on a finished iteration: complete, fail or pause the project, or schedule what is next."""
     with transaction(dispatcher, bus) as out:
         project = get_project_row(out.session, project_id, lock=True)
         iteration = out.session.get(Iteration, iteration_id)
@@ -48,99 +48,120 @@ def advance(project_id: str, iteration_id: str, dispatcher: Dispatcher, bus: Eve
             log.info("advance %s/%s: nothing to do", project_id, iteration_id)
             return
         iteration.advanced = True
+        if project.status != ProjectStatus.RUNNING:
+            return
+        config = ProjectConfig.model_validate(project.config)
+        _decide(out, project, config, iteration)
         if project.status == ProjectStatus.RUNNING:
-            _decide(out, project, iteration)
+            pump(out, project, config)
 
 
-def _decide(out: Outbox, project: Project, iteration: Iteration) -> None:
-    config = ProjectConfig.model_validate(project.config)
+def _decide(out: Outbox, project: Project, config: ProjectConfig, iteration: Iteration) -> None:
     agent = out.session.get_one(Agent, iteration.agent_id)
     if iteration.error_kind == ErrorKind.API_KEY:
         pause(out, project, "api_key_required", iteration.error or "the API key was rejected")
         out.event(project.id, events.API_KEY_REQUIRED, {"error": iteration.error}, iteration_id=iteration.id)
-    elif iteration.error_kind == ErrorKind.BUDGET:
+        return
+    if iteration.error_kind == ErrorKind.BUDGET:
         pause_for_budget(out, project)
+        return
+    spawned = _start_spawned(out, project, config, iteration)
+    if spawned or _waiting_for_children(out.session, agent.id):
+        agent.status = AgentStatus.BLOCKED  # its next iteration starts when its subagents are done
+    elif agent.parent_id is not None:
+        _subagent_iteration_done(out, project, config, agent, iteration)
+    else:
+        _root_iteration_done(out, project, config, agent, iteration)
+
+
+def _start_spawned(out: Outbox, project: Project, config: ProjectConfig, iteration: Iteration) -> int:
+    children = out.session.scalars(select(Agent).where(Agent.spawned_by == iteration.id)).all()
+    for child in children:
+        schedule(out, project, config, child.id, 1)
+    return len(children)
+
+
+def _waiting_for_children(session: Session, agent_id: str) -> bool:
+    unfinished = session.scalar(
+        select(func.count())
+        .select_from(Agent)
+        .where(Agent.parent_id == agent_id, Agent.status.not_in(_FINISHED_AGENT))
+    )
+    return bool(unfinished)
+
+
+def _root_iteration_done(
+    out: Outbox, project: Project, config: ProjectConfig, agent: Agent, iteration: Iteration
+) -> None:
+    task = out.session.get_one(Task, agent.task_id)
+    if agent.category == "validator" and config.check_command:
+        _validated(out, project, config, agent, task, iteration)
     elif (
         iteration.completed_task and _completing_streak(out.session, agent.id) >= config.completion_threshold
     ):
-        _finish_agent(out.session, agent, TaskStatus.COMPLETED)
-        end(
-            out,
-            project,
-            ProjectStatus.COMPLETED,
-            None,
-            {"summary": iteration.summary, "iterations": iteration.number},
-        )
+        agent.status = AgentStatus.COMPLETED
+        if agent.category == "planner":
+            task.status = TaskStatus.COMPLETED
+            workflows.accept_plan(out, project, config, iteration.summary or "")
+        elif config.workflow == "pipeline":
+            workflows.start_validation(out, project, config, task)
+        else:
+            workflows.complete_task(out, project, config, task)
     elif iteration.number >= config.max_iterations:
-        reason = f"max_iterations ({config.max_iterations}) reached without task_complete"
-        _finish_agent(out.session, agent, TaskStatus.FAILED)
-        end(out, project, ProjectStatus.FAILED, reason, {"reason": reason})
-    elif not _breaker_trips(out, project, iteration, config):
+        reason = f"task {task.key!r}: max_iterations ({config.max_iterations}) reached without task_complete"
+        agent.status, task.status = AgentStatus.ERROR, TaskStatus.FAILED
+        end(out, project, ProjectStatus.FAILED, reason, {"reason": reason, "task": task.key})
+    elif not breaker_trips(out, project, iteration, config):
+        agent.status = AgentStatus.IDLE
         schedule(out, project, config, agent.id, iteration.number + 1)
 
 
-def schedule(
-    out: Outbox, project: Project, config: ProjectConfig, agent_id: str, number: int, *, trial: bool = False
-) -> bool:
-    """Enqueue an agent's next iteration if the breaker and the budget allow it (else pause).
-
-    ``trial`` is the half-open breaker's one iteration, already let through by ``may_run``.
-    """
-    if not trial and not _breaker_allows(out, project, config):
-        return False
-    iteration = out.new_iteration(project.id, agent_id, number)
-    price = find_price(config.model, config.pricing)
-    assert price is not None  # raas.toml validation refuses unpriced models
-    estimate = budget.call_estimate_usd(price, budget.DEFAULT_INPUT_TOKENS, config.max_tokens)
-    if not budget.reserve(out.session, project.id, iteration.id, estimate):
-        out.session.delete(iteration)
-        pause_for_budget(out, project)
-        return False
-    out.enqueue(project.id, iteration)
-    return True
-
-
-def _breaker_allows(out: Outbox, project: Project, config: ProjectConfig) -> bool:
-    now = utcnow()
-    state, trip = check_timeout(_breaker(project), project.started_at or now, config.circuit_breaker, now)
-    state, allowed = may_run(state, config.circuit_breaker, now)
-    project.breaker = state.model_dump(mode="json")
-    if trip is not None:
-        pause_for_breaker(out, project, trip)
-        return False
-    if not allowed:
-        pause(out, project, "circuit_breaker", state.reason or "the circuit breaker is open")
-    return allowed
-
-
-def _breaker(project: Project) -> Breaker:
-    return Breaker.model_validate(project.breaker) if project.breaker else Breaker()
-
-
-def _breaker_trips(out: Outbox, project: Project, iteration: Iteration, config: ProjectConfig) -> bool:
-    report = IterationReport(
-        failed=iteration.status == IterationStatus.FAILED,
-        error=iteration.error,
-        progress=bool(iteration.files_changed),
+def _validated(
+    out: Outbox, project: Project, config: ProjectConfig, validator: Agent, task: Task, iteration: Iteration
+) -> None:
+    """The validator gate: a pass completes the task, a failure sends it back with the output."""
+    out.event(
+        project.id,
+        events.TASK_VALIDATED,
+        {"task": task.key, "passed": iteration.completed_task},
+        agent_id=validator.id,
+        iteration_id=iteration.id,
     )
-    state, trip = record(_breaker(project), report, config.circuit_breaker, utcnow())
-    project.breaker = state.model_dump(mode="json")
-    if trip is not None:
-        pause_for_breaker(out, project, trip)
-    return trip is not None
+    if iteration.completed_task:
+        task.feedback = None
+        workflows.complete_task(out, project, config, task)
+        return
+    task.feedback = iteration.summary or iteration.error or "the check command failed"
+    validator.status = AgentStatus.IDLE
+    builder = workflows.builder_of(out, task.id)
+    if builder.iterations >= config.max_iterations:
+        reason = f"task {task.key!r}: still failing its check after {builder.iterations} iterations"
+        task.status = TaskStatus.FAILED
+        end(out, project, ProjectStatus.FAILED, reason, {"reason": reason, "task": task.key})
+        return
+    builder.status = AgentStatus.IDLE
+    schedule(out, project, config, builder.id, builder.iterations + 1)
 
 
-def pause_for_breaker(out: Outbox, project: Project, trip: Trip) -> None:
-    out.event(project.id, events.CIRCUIT_BREAKER_TRIGGERED, trip.model_dump(mode="json"))
-    pause(out, project, "circuit_breaker", trip.message)
-
-
-def pause_for_budget(out: Outbox, project: Project) -> None:
-    data = {"spent_usd": str(project.spent_usd), "limit_usd": str(project.budget_limit_usd)}
-    out.event(project.id, events.BUDGET_EXCEEDED, data)
-    pause(
-        out, project, "budget_exceeded", f"spent ${project.spent_usd:.4f} of ${project.budget_limit_usd:.2f}"
+def _subagent_iteration_done(
+    out: Outbox, project: Project, config: ProjectConfig, agent: Agent, iteration: Iteration
+) -> None:
+    # A parallel subagent's one iteration is its whole job; others loop until task_complete.
+    done = (
+        iteration.completed_task
+        or agent.parallel
+        or iteration.status == IterationStatus.FAILED
+        or iteration.number >= config.subagent_max_iterations
     )
+    if not done:
+        schedule(out, project, config, agent.id, iteration.number + 1)
+        return
+    agent.status = AgentStatus.ERROR if iteration.status == IterationStatus.FAILED else AgentStatus.COMPLETED
+    agent.report = iteration.summary or iteration.error or "(the subagent gave no report)"
+    parent = out.session.get_one(Agent, agent.parent_id)
+    if parent.status == AgentStatus.BLOCKED and not _waiting_for_children(out.session, parent.id):
+        parent.status = AgentStatus.IDLE
+        schedule(out, project, config, parent.id, parent.iterations + 1)
 
 
 def _completing_streak(session: Session, agent_id: str) -> int:
@@ -159,35 +180,6 @@ def _completing_streak(session: Session, agent_id: str) -> int:
             break
         streak += 1
     return streak
-
-
-def _finish_agent(session: Session, agent: Agent, task_status: TaskStatus) -> None:
-    agent.status = AgentStatus.COMPLETED if task_status == TaskStatus.COMPLETED else AgentStatus.ERROR
-    task = session.get(Task, agent.task_id) if agent.task_id else None
-    if task is not None:
-        task.status = task_status
-
-
-_END_EVENTS = {
-    ProjectStatus.COMPLETED: events.PROJECT_COMPLETED,
-    ProjectStatus.FAILED: events.PROJECT_FAILED,
-    ProjectStatus.STOPPED: events.PROJECT_STOPPED,
-}
-
-
-def end(
-    out: Outbox, project: Project, status: ProjectStatus, reason: str | None, data: dict[str, object]
-) -> None:
-    project.status = status
-    project.status_reason = reason
-    project.finished_at = utcnow()
-    out.event(project.id, _END_EVENTS[status], data)
-
-
-def pause(out: Outbox, project: Project, reason_code: str, message: str) -> None:
-    project.status = ProjectStatus.PAUSED
-    project.status_reason = f"{reason_code}: {message}"
-    out.event(project.id, events.PROJECT_PAUSED, {"reason": reason_code, "message": message})
 
 
 def accept_workspace(

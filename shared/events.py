@@ -43,6 +43,7 @@ PROMPT_UPDATED = "prompt_updated"
 BUDGET_CHANGED = "budget_changed"
 CIRCUIT_BREAKER_TRIGGERED = "circuit_breaker_triggered"
 SUBAGENT_SPAWNED = "subagent_spawned"
+TASK_VALIDATED = "task_validated"
 RATE_LIMIT_WAIT = "rate_limit_wait"
 
 #: A follower stops after one of these.

@@ -135,6 +135,9 @@ class Task(Base):
     category: Mapped[str] = mapped_column(String(50), default="builder")
     depends_on: Mapped[list[Any]] = mapped_column(default=list)
     status: Mapped[TaskStatus] = mapped_column(_enum(TaskStatus), default=TaskStatus.PENDING)
+    wave: Mapped[int] = mapped_column(Integer, default=0)
+    # The validator's output when it sent the task back to its builder (backpressure).
+    feedback: Mapped[str | None] = mapped_column(Text)
 
 
 class Agent(Base):
@@ -146,6 +149,12 @@ class Agent(Base):
     parent_id: Mapped[str | None] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
     depth: Mapped[int] = mapped_column(Integer, default=0)
     category: Mapped[str] = mapped_column(String(50), default="builder")
+    # A parallel agent works on a copy of the workspace and hands back a report.
+    parallel: Mapped[bool] = mapped_column(default=False)
+    # A subagent's instructions, and the parent iteration that spawned it.
+    prompt: Mapped[str | None] = mapped_column(Text)
+    spawned_by: Mapped[str | None] = mapped_column(String(32))
+    report: Mapped[str | None] = mapped_column(Text)
     status: Mapped[AgentStatus] = mapped_column(_enum(AgentStatus), default=AgentStatus.IDLE)
     iterations: Mapped[int] = mapped_column(Integer, default=0)
     input_tokens: Mapped[int] = mapped_column(Integer, default=0)

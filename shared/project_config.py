@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.categories import DEFAULT_CATEGORIES, SANDBOX_TOOLS, CategoryConfig, resolve
+from shared.dag import TaskSpec, validate_dag
 from shared.errors import InvalidInput
 from shared.pricing import ModelPrice, find_price
 
@@ -90,7 +92,29 @@ class RateLimitConfig(_Strict):
 
 class ProjectConfig(_Strict):
     name: str | None = Field(default=None, description="Display name; defaults to the directory name.")
-    workflow: Literal["ralph"] = Field(default="ralph", description="How the project becomes a DAG.")
+    workflow: Literal["ralph", "pipeline", "planned"] = Field(
+        default="ralph",
+        description='"ralph": one builder loop per task; "pipeline": research subagents, a builder, then '
+        'the validator gate per task; "planned": a planner writes the tasks first.',
+    )
+    tasks: list[TaskSpec] = Field(
+        default_factory=list, description="[[tasks]]: the task DAG; none means one task, the prompt itself."
+    )
+    categories: dict[str, CategoryConfig] = Field(
+        default_factory=dict, description="[categories.NAME]: agent categories, over the defaults."
+    )
+    check_command: str | None = Field(
+        default=None, description="The command the validator runs in the sandbox; exit 0 passes the task."
+    )
+    research: list[str] = Field(
+        default_factory=lambda: ["searcher", "analyzer"],
+        description="Parallel subagents a pipeline task starts with.",
+    )
+    max_subagent_depth: int = Field(default=1, ge=0, description="How deep subagents may spawn subagents.")
+    subagent_max_iterations: int = Field(default=3, ge=1, description="Iterations a subagent gets at most.")
+    max_parallel: int = Field(
+        default=4, ge=1, description="Iterations of this project queued or running at once (fairness)."
+    )
     model: str = Field(default="claude-sonnet-4-6", description="Claude model of the agents.")
     max_iterations: int = Field(
         default=10, ge=1, description="The project fails if no iteration completes the task by then."
@@ -122,11 +146,35 @@ class ProjectConfig(_Strict):
     )
 
     @model_validator(mode="after")
-    def _model_is_priced(self) -> ProjectConfig:
-        if find_price(self.model, self.pricing) is None:
-            msg = f"model {self.model!r} has no price; add a [pricing.{self.model!r}] table"
+    def _consistent(self) -> ProjectConfig:
+        for model in {self.model, *(c.model for c in self.categories.values() if c.model)}:
+            if find_price(model, self.pricing) is None:
+                msg = f"model {model!r} has no price; add a [pricing.{model!r}] table"
+                raise ValueError(msg)
+        known = {*DEFAULT_CATEGORIES, *self.categories}
+        for where, name in [*((f"task {t.id!r}", t.category) for t in self.tasks), *(("research", r) for r in self.research)]:
+            if name not in known:
+                msg = f"{where}: unknown category {name!r}; known: {', '.join(sorted(known))}"
+                raise ValueError(msg)
+        for name, category in self.categories.items():
+            unknown = set(category.tools or ()) - set(SANDBOX_TOOLS)
+            if unknown:
+                msg = f"categories.{name}.tools: unknown tool(s) {', '.join(sorted(unknown))}"
+                raise ValueError(msg)
+        if self.workflow == "pipeline" and not self.check_command:
+            msg = 'workflow = "pipeline" needs check_command, the command the validator runs'
             raise ValueError(msg)
+        if self.workflow == "planned" and self.tasks:
+            msg = 'workflow = "planned" plans its own tasks; remove the [[tasks]] tables'
+            raise ValueError(msg)
+        validate_dag(self.tasks)
         return self
+
+    def category(self, name: str) -> CategoryConfig:
+        return resolve(name, self.categories)
+
+    def model_for(self, category: str) -> str:
+        return self.category(category).model or self.model
 
 
 def describe_validation_error(source: str, error: ValidationError) -> str:
@@ -155,6 +203,9 @@ def parse_project_config(text: str, source: str = "raas.toml") -> ProjectConfig:
         return ProjectConfig.model_validate(data)
     except ValidationError as exc:
         raise InvalidInput(describe_validation_error(source, exc)) from exc
+    except InvalidInput as exc:  # the task graph's own one-line messages
+        msg = f"{source}: {exc}"
+        raise InvalidInput(msg) from exc
 
 
 def load_project_config(project_dir: Path) -> ProjectConfig:

@@ -10,8 +10,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.errors import InvalidInput
 
 
 class Settings(BaseSettings):
@@ -87,5 +89,16 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The settings, read once per process."""
-    return Settings()
+    """The settings, read once per process.
+
+    Raises:
+        InvalidInput: a variable has a value that is not allowed (one line naming it).
+    """
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = str(first["loc"][0]) if first["loc"] else ""
+        name = where if where.isupper() else f"RAAS_{where.upper()}"
+        msg = f"{name}: {str(first['msg']).removeprefix('Value error, ')} (got {first.get('input')!r})"
+        raise InvalidInput(msg) from exc

@@ -28,6 +28,7 @@ from workers.sandbox.docker import DockerSandbox
 from workers.session import AgentSession, Emit, SessionFailure, SessionResult
 
 log = logging.getLogger(__name__)
+CHECK_OUTPUT_CHARS = 8000
 
 
 @contextmanager
@@ -150,11 +151,14 @@ class IterationRunner:
         outcome = Outcome()
         try:
             outcome.base_sha = coordinator.fetch_workspace(claim.project_id, workdir)
+            outcome.commit_sha = outcome.base_sha
             try:
                 result = self._session(claim, workdir, emit)
                 outcome.completed_task, outcome.summary = result.completed, result.summary
             except SessionFailure as failure:
                 outcome.error, outcome.error_kind = str(failure), failure.kind
+            if claim.parallel:
+                return outcome  # a parallel agent's copy is thrown away; its report is what counts
             # Work done before a failure is kept: the next iteration starts from it.
             commit_all(
                 workdir,
@@ -176,15 +180,45 @@ class IterationRunner:
         return outcome
 
     def _session(self, claim: Claim, workdir: Path, emit: Emit) -> SessionResult:
+        if claim.category == "validator" and claim.config.check_command:
+            return self._check(claim, workdir, emit)
         client = llm.make_client(self.settings)
-        sandbox = self.start_sandbox(
-            workdir,
-            SandboxLimits.model_validate(claim.config.sandbox.model_dump()),
-            sandbox_labels(claim, self.worker_name),
-            f"raas-{claim.iteration_id}-{claim.attempt}",
-        )
+        sandbox = self._sandbox(claim, workdir)
         try:
             return AgentSession(claim, sandbox, client, emit, limiter=self.limiter).run()
         finally:
             sandbox.close()
             client.close()
+
+    def _sandbox(self, claim: Claim, workdir: Path) -> Sandbox:
+        return self.start_sandbox(
+            workdir,
+            SandboxLimits.model_validate(claim.config.sandbox.model_dump()),
+            sandbox_labels(claim, self.worker_name),
+            # Unique per attempt, so a re-run never collides with its dead predecessor's container.
+            f"raas-{claim.iteration_id}-{claim.attempt}",
+        )
+
+    def _check(self, claim: Claim, workdir: Path, emit: Emit) -> SessionResult:
+        """The validator gate: the project's check command in the sandbox; exit 0 passes."""
+        command = claim.config.check_command or ""
+        sandbox = self._sandbox(claim, workdir)
+        try:
+            result = sandbox.run(command)
+        finally:
+            sandbox.close()
+        passed = result.exit_code == 0 and not result.timed_out
+        output = result.output[-CHECK_OUTPUT_CHARS:]
+        emit(
+            events.TOOL_EXECUTED,
+            {
+                "tool": "check",
+                "command": command,
+                "exit_code": result.exit_code,
+                "is_error": not passed,
+                "output": output,
+            },
+        )
+        timed_out = " (timed out)" if result.timed_out else ""
+        summary = f"`{command}` exited with {result.exit_code}{timed_out}:\n{output}"
+        return SessionResult(completed=passed, summary=summary, turns=0)

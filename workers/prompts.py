@@ -12,13 +12,6 @@ from workers.records import Claim
 
 CACHE = {"type": "ephemeral"}
 
-BUILDER_SYSTEM = """You are an autonomous coding agent running one iteration of a Ralph loop.
-Your memory between iterations is the workspace itself (files, notes, git history): read it
-first, make progress on the task, and leave notes for the next iteration.
-Every tool runs inside a sandboxed container whose working directory is /workspace.
-When the whole task is done and verified, call task_complete with a short summary.
-If it is not done, end your turn; the next iteration continues from the workspace."""
-
 TASK_COMPLETE_TOOL: dict[str, Any] = {
     "name": "task_complete",
     "description": (
@@ -34,20 +27,88 @@ TASK_COMPLETE_TOOL: dict[str, Any] = {
 }
 
 
+SPAWN_SUBAGENT_TOOL: dict[str, Any] = {
+    "name": "spawn_subagent",
+    "description": (
+        "Ask for a subagent of a category (e.g. searcher, analyzer) to work on a prompt in its own "
+        "sandbox. It starts when this iteration ends; parallel categories work on a copy of the "
+        "workspace and return a report, which your next iteration receives. Spawn what you need, "
+        "then end your turn."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "category": {"type": "string", "description": "The subagent's category."},
+            "prompt": {"type": "string", "description": "What the subagent must do and report."},
+        },
+        "required": ["category", "prompt"],
+        "additionalProperties": False,
+    },
+}
+
+SUBMIT_PLAN_TOOL: dict[str, Any] = {
+    "name": "submit_plan",
+    "description": (
+        "Submit the project's task graph. Each task has a unique id, a title, a description, a "
+        "category (builder unless it needs another) and depends_on (ids of tasks that must finish "
+        "first; no cycles). The plan is checked; an invalid one comes back with the reason."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "objectives": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "exit_criteria": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "tasks": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string"},
+                        "title": {"type": "string"},
+                        "description": {"type": "string"},
+                        "category": {"type": "string"},
+                        "depends_on": {"type": "array", "items": {"type": "string"}},
+                    },
+                    "required": ["id", "title"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["objectives", "exit_criteria", "tasks"],
+        "additionalProperties": False,
+    },
+}
+
+
 def system_blocks(claim: Claim) -> list[dict[str, Any]]:
+    template = claim.config.category(claim.category).prompt or "{task}"
     return [
-        {"type": "text", "text": BUILDER_SYSTEM},
+        {"type": "text", "text": template.replace("{task}", claim.task_text)},
         {"type": "text", "text": f"# PROMPT.md\n\n{claim.prompt}", "cache_control": CACHE},
     ]
 
 
 def first_message(claim: Claim) -> dict[str, Any]:
-    text = (
-        f"Iteration {claim.number} of project {claim.project_name!r}.\n"
-        f"Task: {claim.task_title}\n{claim.task_description}".rstrip()
-        + "\nStart by looking at the workspace."
-    )
-    return {"role": "user", "content": [{"type": "text", "text": text}]}
+    parts = [
+        f"Iteration {claim.number} of project {claim.project_name!r} ({claim.category} agent).",
+        f"Task: {claim.task_text}",
+    ]
+    if claim.feedback:
+        parts.append(f"The validator ran the project's check and it failed; fix this:\n{claim.feedback}")
+    for category, report in claim.reports:
+        parts.append(f"Report from your {category} subagent:\n{report}")
+    parts.append("Start by looking at the workspace.")
+    return {"role": "user", "content": [{"type": "text", "text": "\n\n".join(parts)}]}
+
+
+def tools_for(claim: Claim, sandbox_specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The category's sandbox tools, then task_complete, spawn_subagent and (planner) submit_plan."""
+    # spawn_subagent is offered even past the depth limit, so a refusal says why.
+    tools = [*sandbox_specs, TASK_COMPLETE_TOOL, SPAWN_SUBAGENT_TOOL]
+    if claim.category == "planner":
+        tools.append(SUBMIT_PLAN_TOOL)
+    return with_cache_breakpoint(tools)
 
 
 def with_cache_breakpoint(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:

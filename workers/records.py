@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, delete, or_, select, update
 
 from shared import budget
 from shared.budget import Settlement
@@ -46,6 +46,19 @@ class Claim:
     task_title: str
     task_description: str
     config: ProjectConfig
+    category: str = "builder"
+    parallel: bool = False
+    depth: int = 0
+    agent_prompt: str | None = None
+    feedback: str | None = None
+    reports: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def task_text(self) -> str:
+        """What this agent is asked to do: a subagent's instructions, or its task."""
+        if self.agent_prompt:
+            return self.agent_prompt
+        return f"{self.task_title}\n{self.task_description}".strip()
 
 
 def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | None = None) -> Claim | None:
@@ -79,6 +92,9 @@ def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | N
         ).one_or_none()
         if row is None:
             return None
+        if row.attempt > 1:
+            # Subagents asked for by the dead attempt never started; this attempt asks anew.
+            session.execute(delete(Agent).where(Agent.spawned_by == iteration_id))
         project = session.get_one(Project, row.project_id)
         agent = session.get_one(Agent, row.agent_id)
         agent.status = AgentStatus.WORKING
@@ -94,7 +110,50 @@ def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | N
             task_title=task.title if task else project.name,
             task_description=task.description if task else "",
             config=ProjectConfig.model_validate(project.config),
+            category=agent.category,
+            parallel=agent.parallel,
+            depth=agent.depth,
+            agent_prompt=agent.prompt,
+            feedback=task.feedback if task and agent.category != "validator" else None,
+            reports=_reports(session, agent.id, row.number),
         )
+
+
+def _reports(session: Any, agent_id: str, number: int) -> tuple[tuple[str, str], ...]:
+    """Reports of the subagents the agent's previous iteration spawned (or that its task began with)."""
+    previous = session.scalar(
+        select(Iteration.id).where(Iteration.agent_id == agent_id, Iteration.number == number - 1)
+    )
+    children = session.scalars(
+        select(Agent)
+        .where(
+            Agent.parent_id == agent_id,
+            Agent.spawned_by == previous if previous else Agent.spawned_by.is_(None),
+        )
+        .order_by(Agent.created_at)
+    )
+    return tuple(
+        (child.category, child.report or "(no report)") for child in children if child.report is not None
+    )
+
+
+def spawn(claim: Claim, category: str, prompt: str, parallel: bool) -> str:
+    """Record a subagent asked for by this iteration; the coordinator starts it when the iteration ends."""
+    with session_scope() as session:
+        agent = Agent(
+            project_id=claim.project_id,
+            parent_id=claim.agent_id,
+            depth=claim.depth + 1,
+            category=category,
+            parallel=parallel,
+            prompt=prompt,
+            spawned_by=claim.iteration_id,
+            created_at=utcnow(),
+            task_id=session.scalar(select(Agent.task_id).where(Agent.id == claim.agent_id)),
+        )
+        session.add(agent)
+        session.flush()
+        return agent.id
 
 
 def beat(iteration_id: str, attempt: int) -> bool:

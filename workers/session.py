@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import anthropic
+from pydantic import ValidationError
 
 from shared import budget, events
+from shared.categories import DEFAULT_CATEGORIES
+from shared.dag import Plan, validate_dag
+from shared.errors import InvalidInput
 from shared.models import ErrorKind
 from shared.pricing import find_price
 from workers import context, llm, prompts, records
@@ -29,6 +33,7 @@ from workers.tools import TOOL_NAMES, execute, tool_specs
 
 log = logging.getLogger(__name__)
 PREVIEW_CHARS = 2000
+REPORT_CHARS = 8000
 MAX_TOKENS_CEILING = 64_000
 
 
@@ -78,7 +83,8 @@ class AgentSession:
         )
         self.seq = 0
         self.max_tokens = self.config.max_tokens
-        self.tools = prompts.with_cache_breakpoint([*tool_specs(TOOL_NAMES), prompts.TASK_COMPLETE_TOOL])
+        category = self.config.category(claim.category)
+        self.tools = prompts.tools_for(claim, tool_specs(category.tools or TOOL_NAMES))
         self.output = OutputCoalescer(lambda text: self.emit(events.AGENT_OUTPUT_CHUNK, {"text": text}))
 
     def _reserve(self, window: list[dict[str, Any]]) -> None:
@@ -152,6 +158,8 @@ class AgentSession:
             messages.append({"role": "assistant", "content": reply.content})
             if reply.stop_reason != "tool_use" or not reply.tool_uses():
                 self._check_marker(reply, result)
+                if not result.completed:
+                    result.summary = reply.text()[-REPORT_CHARS:] or None  # a subagent's report
                 return result
             results = [self._run_tool(block, reply, result) for block in reply.tool_uses()]
             messages.append({"role": "user", "content": results})
@@ -274,6 +282,10 @@ class AgentSession:
                 f"Not run: the tool input was not valid JSON ({raw!r}). Send the call again.",
                 True,
             )
+        elif name == "spawn_subagent":
+            content, is_error = self._spawn(args)
+        elif name == "submit_plan" and self.claim.category == "planner":
+            content, is_error = self._plan(args, result)
         elif name == "task_complete":
             summary = args.get("summary") if isinstance(args, dict) else None
             result.completed, result.summary = True, str(summary or "")
@@ -286,6 +298,40 @@ class AgentSession:
             {"tool": name, "tool_use_id": use_id, "is_error": is_error, "output": content[:PREVIEW_CHARS]},
         )
         return _tool_result(use_id, content, is_error)
+
+    def _spawn(self, args: Any) -> tuple[str, bool]:
+        if not isinstance(args, dict) or not isinstance(args.get("category"), str) or not args.get("prompt"):
+            return "spawn_subagent needs a category and a prompt (both strings).", True
+        category, limit = args["category"], self.config.max_subagent_depth
+        if self.claim.depth + 1 > limit:
+            return f"Refused: subagents may not be deeper than {limit} (raas.toml max_subagent_depth).", True
+        known = {*DEFAULT_CATEGORIES, *self.config.categories}
+        if category not in known:
+            return f"Refused: unknown category {category!r}; known: {', '.join(sorted(known))}.", True
+        parallel = self.config.category(category).parallel
+        agent_id = records.spawn(self.claim, category, str(args["prompt"]), parallel)
+        self.emit(events.SUBAGENT_SPAWNED, {"agent_id": agent_id, "category": category, "parallel": parallel})
+        return (
+            f"Subagent {agent_id} ({category}) starts when this iteration ends; its report comes to your "
+            "next iteration. End your turn once you have spawned what you need.",
+            False,
+        )
+
+    def _plan(self, args: Any, result: SessionResult) -> tuple[str, bool]:
+        try:
+            plan = Plan.model_validate(args)
+            validate_dag(plan.tasks)
+        except (ValidationError, InvalidInput) as exc:
+            return f"Plan refused: {' '.join(str(exc).split())[:500]}. Fix it and submit again.", True
+        known = {*DEFAULT_CATEGORIES, *self.config.categories}
+        unknown = sorted({t.category for t in plan.tasks} - known)
+        if unknown:
+            return (
+                f"Plan refused: unknown categories {', '.join(unknown)}; known: {', '.join(sorted(known))}.",
+                True,
+            )
+        result.completed, result.summary = True, plan.model_dump_json()
+        return f"Plan accepted: {len(plan.tasks)} tasks.", False
 
 
 def _describe(exc: BaseException) -> str:

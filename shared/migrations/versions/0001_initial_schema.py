@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 17:19:14.502663
+Create Date: 2026-11-22 17:25:11.120872
 """
 
 from alembic import op
@@ -72,6 +72,8 @@ def upgrade() -> None:
     sa.Column('category', sa.String(length=50), nullable=False),
     sa.Column('depends_on', sa.JSON(), nullable=False),
     sa.Column('status', sa.Enum('pending', 'running', 'completed', 'failed', name='taskstatus', native_enum=False, length=16), nullable=False),
+    sa.Column('wave', sa.Integer(), nullable=False),
+    sa.Column('feedback', sa.Text(), nullable=True),
     sa.ForeignKeyConstraint(['project_id'], ['projects.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('project_id', 'key')
@@ -86,6 +88,10 @@ def upgrade() -> None:
     sa.Column('parent_id', sa.String(length=32), nullable=True),
     sa.Column('depth', sa.Integer(), nullable=False),
     sa.Column('category', sa.String(length=50), nullable=False),
+    sa.Column('parallel', sa.Boolean(), nullable=False),
+    sa.Column('prompt', sa.Text(), nullable=True),
+    sa.Column('spawned_by', sa.String(length=32), nullable=True),
+    sa.Column('report', sa.Text(), nullable=True),
     sa.Column('status', sa.Enum('idle', 'working', 'blocked', 'completed', 'error', name='agentstatus', native_enum=False, length=16), nullable=False),
     sa.Column('iterations', sa.Integer(), nullable=False),
     sa.Column('input_tokens', sa.Integer(), nullable=False),

@@ -135,3 +135,13 @@ def ready(tasks: Sequence[TaskSpec], done: set[str], running: set[str]) -> list[
         for task in tasks
         if task.id not in done and task.id not in running and all(dep in done for dep in task.depends_on)
     ]
+
+
+class Plan(BaseModel):
+    """What a planner submits: the objectives, how to know they are met, and the task graph."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    objectives: list[str] = Field(min_length=1)
+    exit_criteria: list[str] = Field(min_length=1)
+    tasks: list[TaskSpec] = Field(min_length=1)

@@ -1,0 +1,119 @@
+"""Putting iterations on the queue: the breaker and the budget gate first, then fair admission.
+
+A scheduled iteration is a row that waits until ``pump`` sends it: a project has at most
+``max_parallel`` iterations queued or running (so one project's fifty subagents cannot fill the
+queue in front of another project's loop), and at most one iteration of a non-parallel agent
+(only those change the workspace, so their commits never race).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import ColumnElement, and_, func, or_, select
+
+from orchestrator.breaker import Breaker, IterationReport, check_timeout, may_run, record
+from orchestrator.outbox import Outbox
+from orchestrator.transitions import pause, pause_for_breaker, pause_for_budget
+from shared import budget
+from shared.models import Agent, Iteration, IterationStatus, Project, utcnow
+from shared.pricing import find_price
+from shared.project_config import ProjectConfig
+
+
+def schedule(
+    out: Outbox, project: Project, config: ProjectConfig, agent_id: str, number: int, *, trial: bool = False
+) -> bool:
+    """Add an agent's next iteration if the breaker and the budget allow it (else pause).
+
+    ``trial`` is the half-open breaker's one iteration, already let through by ``may_run``.
+    """
+    if not trial and not _breaker_allows(out, project, config):
+        return False
+    agent = out.session.get_one(Agent, agent_id)
+    iteration = out.new_iteration(project.id, agent_id, number)
+    price = find_price(config.model_for(agent.category), config.pricing)
+    assert price is not None  # raas.toml validation refuses unpriced models
+    estimate = budget.call_estimate_usd(price, budget.DEFAULT_INPUT_TOKENS, config.max_tokens)
+    if not budget.reserve(out.session, project.id, iteration.id, estimate):
+        out.session.delete(iteration)
+        pause_for_budget(out, project)
+        return False
+    pump(out, project, config)
+    return True
+
+
+def _active() -> ColumnElement[bool]:
+    """Running, or sent to the broker and not yet claimed."""
+    return or_(
+        Iteration.status == IterationStatus.RUNNING,
+        and_(Iteration.status == IterationStatus.QUEUED, Iteration.enqueued_at.is_not(None)),
+    )
+
+
+def pump(out: Outbox, project: Project, config: ProjectConfig) -> int:
+    """Send waiting iterations to the workers within the project's limits; how many were sent."""
+    out.session.flush()
+    active = (
+        out.session.scalar(
+            select(func.count()).select_from(Iteration).where(Iteration.project_id == project.id, _active())
+        )
+        or 0
+    )
+    writer_busy = bool(
+        out.session.scalar(
+            select(func.count())
+            .select_from(Iteration)
+            .join(Agent, Agent.id == Iteration.agent_id)
+            .where(Iteration.project_id == project.id, _active(), Agent.parallel.is_(False))
+        )
+    )
+    waiting = out.session.execute(
+        select(Iteration, Agent.parallel)
+        .join(Agent, Agent.id == Iteration.agent_id)
+        .where(
+            Iteration.project_id == project.id,
+            Iteration.status == IterationStatus.QUEUED,
+            Iteration.enqueued_at.is_(None),
+        )
+        .order_by(Iteration.created_at)
+    ).all()
+    sent = 0
+    for iteration, parallel in waiting:
+        if active >= config.max_parallel:
+            break
+        if not parallel and writer_busy:
+            continue
+        out.enqueue(project.id, iteration)
+        active, sent = active + 1, sent + 1
+        writer_busy = writer_busy or not parallel
+    return sent
+
+
+def _breaker_allows(out: Outbox, project: Project, config: ProjectConfig) -> bool:
+    now = utcnow()
+    state, trip = check_timeout(breaker_of(project), project.started_at or now, config.circuit_breaker, now)
+    state, allowed = may_run(state, config.circuit_breaker, now)
+    project.breaker = state.model_dump(mode="json")
+    if trip is not None:
+        pause_for_breaker(out, project, trip)
+        return False
+    if not allowed:
+        pause(out, project, "circuit_breaker", state.reason or "the circuit breaker is open")
+    return allowed
+
+
+def breaker_of(project: Project) -> Breaker:
+    return Breaker.model_validate(project.breaker) if project.breaker else Breaker()
+
+
+def breaker_trips(out: Outbox, project: Project, iteration: Iteration, config: ProjectConfig) -> bool:
+    """Tell the breaker how an iteration went; True (and the project paused) if it opened."""
+    report = IterationReport(
+        failed=iteration.status == IterationStatus.FAILED,
+        error=iteration.error,
+        progress=bool(iteration.files_changed),
+    )
+    state, trip = record(breaker_of(project), report, config.circuit_breaker, utcnow())
+    project.breaker = state.model_dump(mode="json")
+    if trip is not None:
+        pause_for_breaker(out, project, trip)
+    return trip is not None

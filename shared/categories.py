@@ -1,0 +1,78 @@
+"""Agent categories: what kind of agent works a task — its model, tools, whether it may run in
+parallel with others, and its prompt. Defaults for searcher, analyzer, builder, validator and
+planner; raas.toml ``[categories.NAME]`` overrides them or adds new ones.
+
+Only a non-parallel category changes the project's workspace. A parallel one works on a copy
+and hands back a report.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: The sandbox tools an agent may be given (task_complete and spawn_subagent are added by the engine).
+SANDBOX_TOOLS = ("bash", "read", "write", "edit", "glob", "grep")
+READ_ONLY_TOOLS = ("read", "glob", "grep")
+
+
+class CategoryConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = Field(default="", description="What agents of this category are for.")
+    model: str | None = Field(default=None, description="Claude model; the project's model when unset.")
+    tools: list[str] | None = Field(default=None, description=f"Tools from {', '.join(SANDBOX_TOOLS)}.")
+    parallel: bool = Field(
+        default=False, description="Runs beside others on a copy of the workspace and returns a report."
+    )
+    prompt: str | None = Field(default=None, description="System prompt template; {task} is the task text.")
+
+
+_RALPH = """Your memory between iterations is the workspace itself (files, notes, git history):
+read it first, make progress, and leave notes for the next iteration. Every tool runs inside a
+sandboxed container whose working directory is /workspace."""
+
+DEFAULT_CATEGORIES: dict[str, CategoryConfig] = {
+    "searcher": CategoryConfig(
+        description="Finds the files and facts a task needs.",
+        tools=list(READ_ONLY_TOOLS),
+        parallel=True,
+        prompt="You are a searcher subagent. Find the code, files and facts relevant to:\n{task}\n"
+        "Do not change anything. Call task_complete with a report: paths, what they hold, why they matter.",
+    ),
+    "analyzer": CategoryConfig(
+        description="Works out how a task should be done.",
+        tools=[*READ_ONLY_TOOLS, "bash"],
+        parallel=True,
+        prompt="You are an analyzer subagent. Study the workspace and work out how to do:\n{task}\n"
+        "Do not change files. Call task_complete with a report: the approach, the risks, the steps.",
+    ),
+    "builder": CategoryConfig(
+        description="Changes the workspace to do the task (the Ralph loop).",
+        tools=list(SANDBOX_TOOLS),
+        prompt="You are an autonomous coding agent running one iteration of a Ralph loop.\n" + _RALPH
+        + "\nTask:\n{task}\nWhen the whole task is done and verified, call task_complete with a short "
+        "summary. If it is not done, end your turn; the next iteration continues from the workspace.",
+    ),
+    "validator": CategoryConfig(
+        description="Runs the project's check command and gates completion.",
+        tools=["bash", *READ_ONLY_TOOLS],
+        prompt="You are a validator. Check that this task is really done:\n{task}\n"
+        "Call task_complete only if it is.",
+    ),
+    "planner": CategoryConfig(
+        description="Writes the task graph of a planned project.",
+        tools=list(READ_ONLY_TOOLS),
+        prompt="You are the planner. Study the workspace and PROMPT.md, then call submit_plan with the "
+        "objectives, the exit criteria and the tasks (ids, titles, descriptions, categories, depends_on). "
+        "Tasks that depend on nothing run first, in parallel.\n{task}",
+    ),
+}
+
+
+def resolve(name: str, overrides: dict[str, CategoryConfig]) -> CategoryConfig:
+    """A category as configured: the user's fields over the default's."""
+    base = DEFAULT_CATEGORIES.get(name, CategoryConfig())
+    if name not in overrides:
+        return base
+    given = overrides[name].model_dump(exclude_unset=True)
+    return base.model_copy(update=given)
