@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.dag import TaskSpec, ready, validate_dag, waves
+from shared.dag import TaskSpec, ready, validate_dag, waves
 from shared.errors import InvalidInput
 
 pytestmark = pytest.mark.unit
