@@ -6,6 +6,7 @@ Every address aimed at here is loopback: the sandbox has its own network namespa
 
 from __future__ import annotations
 
+import logging
 import secrets
 import socket
 import threading
@@ -75,7 +76,10 @@ def test_a_sandboxed_command_cannot_reach_a_host_listener(
         assert iterations(project_id)[0].status == IterationStatus.SUCCEEDED
 
 
-def test_the_api_key_never_enters_the_sandbox_or_the_record(services: dict[str, str], tmp_path: Path) -> None:
+def test_the_api_key_never_enters_the_sandbox_the_record_or_a_log_line(
+    services: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
     key = f"sk-ant-test-canary-{secrets.token_hex(12)}"
     script = {
         "responses": [
@@ -97,6 +101,8 @@ def test_the_api_key_never_enters_the_sandbox_or_the_record(services: dict[str, 
         assert _outputs(project_id) == [(False, "exit code 0\ngrep=1"), (False, "exit code 1\n0")]
         assert key not in everything_recorded(eng, project_id)
         assert "canary" not in everything_recorded(eng, project_id)
+        assert caplog.records  # the SDK, httpx and the worker logged at DEBUG...
+        assert "canary" not in caplog.text  # ...and never the key
 
 
 def test_a_fork_bomb_and_an_endless_command_are_stopped_and_the_iteration_goes_on(
