@@ -20,10 +20,11 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Str
 from pydantic import BaseModel
 from starlette.background import BackgroundTask
 
-from orchestrator import costs, lifecycle, projects, scheduler, workspace
+from orchestrator import costs, graph, lifecycle, projects, scheduler, workspace
 from orchestrator.costs import CostReport
 from orchestrator.dispatch import Dispatcher
 from orchestrator.follow import follow
+from orchestrator.graph import ProjectGraph
 from shared.errors import InvalidInput, RaasError, Unauthorized
 from shared.events import EventBus
 from shared.schemas import EventOut, ProjectDetail, ProjectOut, WorkspaceReport
@@ -132,6 +133,11 @@ def set_budget(project_id: str, body: BudgetIn, ctx: Ctx) -> ProjectOut:
 @router.get("/projects/{project_id}/cost")
 def project_cost(project_id: str, iterations: bool = False) -> CostReport:
     return costs.cost_report(project_id, with_receipts=iterations)
+
+
+@router.get("/projects/{project_id}/graph")
+def project_graph(project_id: str) -> ProjectGraph:
+    return graph.project_graph(project_id)
 
 
 @router.get("/projects/{project_id}/diff", response_class=PlainTextResponse)

@@ -104,6 +104,10 @@ class CoordinatorAPI:
         result: dict[str, Any] = self.request("GET", f"/v1/projects/{project_id}/cost", params=params)
         return result
 
+    def graph(self, project_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"/v1/projects/{project_id}/graph")
+        return result
+
     def projects(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self.request("GET", "/v1/projects")
         return result

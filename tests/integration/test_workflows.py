@@ -205,3 +205,37 @@ def test_one_projects_many_subagents_do_not_queue_ahead_of_another_project(
         position = [p for p, _ in eng.dispatcher.enqueued].index(other)
     assert len(queued_for_busy) == 2  # the other 6 wait in the database, not in the queue
     assert position == 2  # the other project's loop is third in line, not ninth
+
+
+def test_graph_shows_tasks_by_wave_and_agents_with_their_parents(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    from orchestrator.graph import project_graph
+
+    toml = '[[tasks]]\nid = "a"\ntitle = "first"\n[[tasks]]\nid = "b"\ntitle = "second"\ndepends_on = ["a"]\n'
+    script = {
+        "responses": [
+            {
+                "content": [
+                    {"type": "text", "text": "looking"},
+                    *tool("spawn_subagent", category="searcher", prompt="x")["content"],
+                ]
+            },
+            text("spawned"),
+            text("child report"),
+        ],
+        "when_exhausted": "repeat_last",
+    }
+    with engine({**script, "responses": [*script["responses"], COMPLETE]}, tmp_path) as eng:
+        project_id = eng.submit(raas_toml=toml)
+        eng.run_next(project_id)  # a's builder spawns a searcher
+        graph = project_graph(project_id)
+    assert [[t.key for t in wave] for wave in graph.waves] == [["a"], ["b"]]
+    roots = [a for a in graph.agents if a.type == "root"]
+    subs = [a for a in graph.agents if a.type == "sub"]
+    assert len(roots) == 1
+    assert len(subs) == 1
+    assert roots[0].task == "a"
+    assert roots[0].last_output is not None
+    assert "spawned" in roots[0].last_output
+    assert [(e.parent, e.child) for e in graph.edges] == [(roots[0].id, subs[0].id)]
