@@ -83,6 +83,8 @@ class AgentSession:
         )
         self.seq = 0
         self.max_tokens = self.config.max_tokens
+        # Lowered when the model says the prompt is too long, so later turns fit at once.
+        self.window_tokens = self.config.context_window_tokens
         category = self.config.category(claim.category)
         self.tools = prompts.tools_for(claim, tool_specs(category.tools or TOOL_NAMES))
         self.output = OutputCoalescer(lambda text: self.emit(events.AGENT_OUTPUT_CHUNK, {"text": text}))
@@ -206,7 +208,7 @@ class AgentSession:
         """
         waited = 0.0
         for attempt in range(self.policy.max_attempts):
-            window = context.truncate(messages, self.config.context_window_tokens)
+            window = context.truncate(messages, self.window_tokens)
             self._reserve(window)
             admission = self._admit(window)
             try:
@@ -238,7 +240,7 @@ class AgentSession:
                 failure = IncompleteReply("the stream ended without a stop reason")
             self.output.flush()
             kind = classify(failure)
-            messages = self._handle_failure(failure, kind, messages)
+            messages = self._handle_failure(failure, kind, window)
             delay = self.policy.delay_s(attempt, retry_after_s(failure)) if kind is Failure.RETRY else 0.0
             waited += delay
             if waited > self.policy.max_total_wait_s:
@@ -259,6 +261,7 @@ class AgentSession:
     def _handle_failure(
         self, exc: Exception, kind: Failure, messages: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
+        """Raise if the call cannot be retried; else what to send next (``messages``: as sent)."""
         if kind is Failure.API_KEY:
             msg = f"the API key was rejected: {_describe(exc)}"
             raise SessionFailure(ErrorKind.API_KEY, msg) from exc
@@ -267,6 +270,7 @@ class AgentSession:
             if context.estimate_tokens(shorter) >= context.estimate_tokens(messages):
                 msg = "the prompt is too long even after truncation"
                 raise SessionFailure(ErrorKind.CONTEXT_TOO_LONG, msg) from exc
+            self.window_tokens = min(self.window_tokens, context.estimate_tokens(shorter))
             return shorter
         if kind is Failure.FATAL:
             msg = f"LLM call failed: {_describe(exc)}"
