@@ -112,6 +112,7 @@ def test_a_prompt_too_long_is_truncated_and_retried(services: dict[str, str], tm
             tool("bash", {"command": "seq 1 3000"}),
             tool("bash", {"command": "echo second"}),
             {"error": {"status": 400, "message": "prompt is too long: 212345 tokens > 200000 maximum"}},
+            tool("bash", {"command": "echo third"}),
             text(DONE),
         ]
     }
@@ -121,13 +122,15 @@ def test_a_prompt_too_long_is_truncated_and_retried(services: dict[str, str], tm
 
         retry = _assert_retried_once_then_succeeded(project_id, "context_too_long")
         assert retry["delay_s"] == 0
-        too_long, retried = bodies(eng, project_id)[2:]
+        too_long, retried, next_turn = bodies(eng, project_id)[2:]
         assert len(retried["messages"]) == len(too_long["messages"]) == 5
         # The big, oldest tool output is dropped; the latest one and every tool_use stay.
         assert tool_results(too_long["messages"][2])[0]["content"].startswith("exit code 0\n1\n2\n")
         assert tool_results(retried["messages"][2])[0]["content"] == context.ELIDED
         assert retried["messages"][3:] == too_long["messages"][3:]
         _assert_tool_pairs_intact(retried["messages"])
+        # Later turns are cut the same way at once, rather than after another refusal.
+        assert next_turn["messages"][:5] == retried["messages"]
 
 
 def test_a_bad_request_fails_the_iteration_with_an_llm_error(
