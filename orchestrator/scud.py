@@ -21,17 +21,23 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.dag import TaskSpec
+from shared.dag import TaskSpec
 from shared.errors import InvalidInput
 
 STATUSES = {"P": "pending", "I": "in-progress", "D": "done", "R": "review"}
-STATUSES |= {"B": "blocked", "F": "deferred", "C": "cancelled", "X": "expanded"}
+STATUSES |= {"B": "blocked", "F": "deferred", "C": "cancelled", "X": "expanded", "!": "failed"}
 CLOSED = frozenset("DCF")
 """Done, cancelled, deferred: tasks that are not to be run."""
 PRIORITIES = {"C": "critical", "H": "high", "M": "medium", "L": "low"}
 _ID = re.compile(r"[A-Za-z0-9_.:-]+")
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
-_SECTIONS = ("meta", "nodes", "edges", "parents", "assignments", "details")
+_OPAQUE = {  # sections scud writes for its own coordination; kept and written back, not used
+    "roles": "# role_id | name | allow_pattern | deny_pattern",
+    "weave": "# id | name | priority | enabled | rule_type | rule_spec",
+    "partitions": "# partition_id | scope_pattern | strategy | agent_count",
+    "locks": "# lock_key | holder_agent | task_id | acquired_at | ttl_secs",
+}
+_SECTIONS = ("meta", "nodes", "edges", "parents", "assignments", "agents", *_OPAQUE, "details")
 _ESCAPES = {"\\": "\\", "|": "|", "n": "\n"}
 
 
@@ -67,6 +73,9 @@ class ScudTask(BaseModel):
     details: dict[str, str] = Field(default_factory=dict)
     phase: str | None = None
     assigned_to: str | None = None
+    agent_type: str | None = None
+    annotations: str = ""
+    """The optional sixth @nodes cell, `key=value` pairs such as `role=reviewer`, as written."""
 
     @field_validator("status")
     @classmethod
@@ -102,6 +111,10 @@ class ScudPhase(BaseModel):
     name: str | None = None
     meta: dict[str, str] = Field(default_factory=dict)
     tasks: list[ScudTask] = Field(default_factory=list)
+    behavior_edges: list[str] = Field(default_factory=list)
+    """`a ~~ b`, `a >> b`, `a != b` rows of @edges (scud's agent coordination), as written."""
+    sections: dict[str, list[str]] = Field(default_factory=dict)
+    """Rows of @roles, @weave, @partitions and @locks, as written."""
 
 
 class ScudGraph(BaseModel):
@@ -163,8 +176,10 @@ class _Parser:
             "nodes": self._nodes,
             "edges": self._edges,
             "parents": self._parents,
-            "assignments": self._assignments,
             "details": self._details,
+            "assignments": lambda lineno, text: self._attribute(lineno, text, "assigned_to"),
+            "agents": lambda lineno, text: self._attribute(lineno, text, "agent_type"),
+            **{name: self._opaque for name in _OPAQUE},
         }
         self._start_phase()
 
@@ -254,11 +269,11 @@ class _Parser:
 
     def _nodes(self, lineno: int, text: str) -> None:
         cells = [cell.strip() for cell in _split(text)]
-        if not 2 <= len(cells) <= 5:
+        if not 2 <= len(cells) <= 6:
             raise self.error(
                 lineno, f"a task row is 'id | title | status | complexity | priority', not '{text}'"
             )
-        task_id, title, status, complexity, priority = cells + [""] * (5 - len(cells))
+        task_id, title, status, complexity, priority, annotations = cells + [""] * (6 - len(cells))
         if self._task_id(lineno, task_id) in self.local:
             raise self.error(lineno, f"task '{task_id}' is defined twice")
         if status_code(status or "P") is None:
@@ -277,12 +292,16 @@ class _Parser:
             status=status or "P",
             complexity=int(complexity) if complexity else None,
             priority=priority or None,
+            annotations=annotations,
         )
         self.local[task_id] = task
         self.phase.tasks.append(task)
         self.pending_rows.append((task, lineno - 1))
 
     def _edges(self, lineno: int, text: str) -> None:
+        if "->" not in text and re.search(r"~~|>>|!=", text):
+            self.phase.behavior_edges.append(text)
+            return
         sides = [side.strip() for side in text.split("->")]
         if len(sides) != 2 or not all(sides):
             raise self.error(lineno, f"an edge row is 'dependent -> dependency', not '{text}'")
@@ -308,11 +327,15 @@ class _Parser:
             child.parent = parent.id
             parent.children.append(child.id)
 
-    def _assignments(self, lineno: int, text: str) -> None:
+    def _attribute(self, lineno: int, text: str, field: str) -> None:
         cells = [cell.strip() for cell in _split(text)]
-        if len(cells) < 2:
-            raise self.error(lineno, f"an assignments row is 'id | assigned_to', not '{text}'")
-        self._local(lineno, cells[0]).assigned_to = _unescape(cells[1]) or None
+        if len(cells) < 2:  # @assignments may carry two legacy cells more, which scud ignores too
+            raise self.error(lineno, f"an @{self.section} row is 'id | {field}', not '{text}'")
+        setattr(self._local(lineno, cells[0]), field, _unescape(cells[1]) or None)
+
+    def _opaque(self, lineno: int, text: str) -> None:
+        assert self.section is not None
+        self.phase.sections.setdefault(self.section, []).append(text)
 
     def _details(self, lineno: int, text: str) -> None:
         cells = _split(text)
@@ -384,12 +407,18 @@ def _dump_phase(phase: ScudPhase) -> str:
     if phase.meta:
         lines += ["@meta {", *(f"  {key} {value}".rstrip() for key, value in phase.meta.items()), "}", ""]
     lines += ["@nodes", "# id | title | status | complexity | priority", *map(_node_row, tasks), ""]
+    dependencies = [f"{t.id} -> {dep}" for t in tasks for dep in t.depends_on]
+    if dependencies or phase.behavior_edges:
+        lines += ["@edges", *(["# dependent -> dependency", *dependencies] if dependencies else [])]
+        lines += ["", "# Behavioral edges", *phase.behavior_edges] if phase.behavior_edges else []
+        lines.append("")
     sections = {
-        "@edges\n# dependent -> dependency": [f"{t.id} -> {dep}" for t in tasks for dep in t.depends_on],
         "@parents\n# parent: subtasks...": [f"{t.id}: {', '.join(t.children)}" for t in tasks if t.children],
         "@assignments\n# id | assigned_to": [
-            f"{t.id} | {_escape(t.assigned_to)}" for t in tasks if t.assigned_to is not None
+            f"{t.id} | {_escape(t.assigned_to)}" for t in tasks if t.assigned_to
         ],
+        "@agents\n# id | agent_type": [f"{t.id} | {_escape(t.agent_type)}" for t in tasks if t.agent_type],
+        **{f"@{name}\n{comment}": phase.sections.get(name, []) for name, comment in _OPAQUE.items()},
         "@details": [
             f"{t.id} | {field} |\n" + "\n".join(f"  {line}" for line in value.split("\n"))
             for t in tasks
@@ -405,7 +434,8 @@ def _dump_phase(phase: ScudPhase) -> str:
 def _node_row(task: ScudTask) -> str:
     complexity = "" if task.complexity is None else str(task.complexity)
     priority = next((code for code, word in PRIORITIES.items() if word == task.priority), "")
-    return f"{task.id} | {_escape(task.title)} | {task.status} | {complexity} | {priority}".rstrip()
+    row = f"{task.id} | {_escape(task.title)} | {task.status} | {complexity} | {priority}"
+    return f"{row} | {task.annotations}" if task.annotations else row.rstrip()
 
 
 def to_task_specs(graph: ScudGraph) -> list[TaskSpec]:
@@ -424,6 +454,7 @@ def to_task_specs(graph: ScudGraph) -> list[TaskSpec]:
             id=task.key,
             title=task.title,
             description=_description(task, index),
+            category=task.agent_type or "builder",
             depends_on=_dependencies(task, index),
         )
         for task in graph.tasks

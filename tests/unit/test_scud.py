@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.dag import validate_dag, waves
 from orchestrator.scud import (
     ScudGraph,
     ScudPhase,
@@ -21,6 +20,7 @@ from orchestrator.scud import (
     to_task_specs,
     write_back,
 )
+from shared.dag import validate_dag, waves
 from shared.errors import InvalidInput
 
 pytestmark = pytest.mark.unit
@@ -28,6 +28,7 @@ pytestmark = pytest.mark.unit
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "scud"
 MULTI_PHASE = (FIXTURES / "multi_phase.scg").read_text(encoding="utf-8")
 HAND_WRITTEN = (FIXTURES / "hand_written.scg").read_text(encoding="utf-8")
+SCUD_LATEST = (FIXTURES / "scud_latest.scg").read_text(encoding="utf-8")
 
 
 def task_of(graph: ScudGraph, key: str) -> ScudTask:
@@ -100,6 +101,17 @@ def test_loose_hand_written_style_is_accepted() -> None:
     assert third.depends_on == ["billing:2"]
 
 
+def test_sections_of_newer_scud_versions_are_read() -> None:
+    graph = parse_scg(SCUD_LATEST)
+    phase = graph.phases[0]
+    assert task_of(graph, "payments:2").status == "!"
+    assert task_of(graph, "payments:3").annotations == "role=builder scope=src/payments/**"
+    assert task_of(graph, "payments:4").agent_type == "reviewer"
+    assert phase.behavior_edges == ["2 ~~ 3 | reason=both touch migrations/", "4 >> 3"]
+    assert phase.sections["roles"] == ["r:builder | Builder | src/** tests/** | -"]
+    assert list(phase.sections) == ["roles", "weave"]
+
+
 def test_windows_line_endings_and_a_byte_order_mark_are_read() -> None:
     text = "\ufeff" + MULTI_PHASE.replace("\n", "\r\n")
     assert parse_scg(text) == parse_scg(MULTI_PHASE)
@@ -123,7 +135,7 @@ MALFORMED = [
     ("@nodes\n1 | One | P\n@pipeline\n", 3, r"unknown section '@pipeline'"),
     ("@nodes\n1 | One | Q | 1 | H\n", 2, r"unknown status 'Q' for task '1'"),
     ("@nodes\n1\n", 2, r"a task row is 'id \| title \| status \| complexity \| priority'"),
-    ("@nodes\n1 | a | P | 1 | H | extra\n", 2, r"a task row is"),
+    ("@nodes\n1 | a | P | 1 | H | role=x | extra\n", 2, r"a task row is"),
     ("@nodes\n1 | One | P | lots | H\n", 2, r"complexity 'lots' of task '1' is not a whole number"),
     ("@nodes\n1 | One | P | 1 | urgent\n", 2, r"unknown priority 'urgent' for task '1'"),
     ("@nodes\nnot an id! | One | P\n", 2, r"task id 'not an id!' may use only"),
@@ -160,12 +172,13 @@ def test_messages_name_the_source_given() -> None:
 # --- writing ----------------------------------------------------------------------------------
 
 
-def test_a_file_in_the_scud_cli_layout_is_written_back_byte_for_byte() -> None:
-    assert dump_scg(parse_scg(MULTI_PHASE)) == MULTI_PHASE
+@pytest.mark.parametrize("text", [MULTI_PHASE, SCUD_LATEST], ids=["multi_phase", "scud_latest"])
+def test_a_file_in_the_scud_cli_layout_is_written_back_byte_for_byte(text: str) -> None:
+    assert dump_scg(parse_scg(text)) == text
 
 
 def test_round_trip_of_the_fixtures() -> None:
-    for text in (MULTI_PHASE, HAND_WRITTEN):
+    for text in (MULTI_PHASE, HAND_WRITTEN, SCUD_LATEST):
         graph = parse_scg(text)
         assert parse_scg(dump_scg(graph)) == graph
 
@@ -208,6 +221,12 @@ def test_children_inherit_their_parents_dependencies() -> None:
 def test_children_of_a_closed_parent_are_not_run() -> None:
     text = "@nodes\n1 | Group | C\n1.1 | Part | P\n2 | Next\n@edges\n2 -> 1\n@parents\n1: 1.1\n"
     assert specs_by_id(text) == {"2": []}
+
+
+def test_failed_tasks_run_again_and_agent_types_become_categories() -> None:
+    specs = {spec.id: spec for spec in to_task_specs(parse_scg(SCUD_LATEST))}
+    assert list(specs) == ["payments:2", "payments:3", "payments:4"]
+    assert [spec.category for spec in specs.values()] == ["builder", "builder", "reviewer"]
 
 
 def test_description_gathers_every_detail_field_under_a_heading() -> None:
@@ -315,11 +334,24 @@ def test_write_back_with_a_bad_status_leaves_the_file_untouched(tmp_path: Path) 
 
 # --- properties -------------------------------------------------------------------------------
 
-plain_ids = st.from_regex(r"[A-Za-z0-9_.-]{1,6}", fullmatch=True)
-phase_names = st.from_regex(r"[A-Za-z0-9_.-]{1,6}", fullmatch=True)
+ID_CHARS = "AZaz09_.-"
+plain_ids = st.text(ID_CHARS, min_size=1, max_size=4)
+phase_names = st.text(ID_CHARS, min_size=1, max_size=4)
+words = st.text("abcxyz_", min_size=1, max_size=8)
 titles = st.text(max_size=30).map(str.strip)
 detail_values = st.text(st.characters(exclude_characters="\r", exclude_categories=["Cs"]), max_size=60)
 meta_values = st.text(st.characters(exclude_characters="\r\n", exclude_categories=["Cs"]), max_size=20)
+annotations = st.lists(st.tuples(words, st.text("az09/*._-", min_size=1, max_size=6)), max_size=3).map(
+    lambda pairs: " ".join(f"{key}={value}" for key, value in pairs)
+)
+behavior_edges = st.builds("{} {} {}".format, plain_ids, st.sampled_from(["~~", ">>", "!="]), plain_ids)
+opaque_rows = st.lists(
+    st.lists(st.text("az09:*/ ", max_size=8).map(str.strip), min_size=1, max_size=4)
+    .map(lambda cells: " | ".join(cells).strip())
+    .filter(bool),
+    min_size=1,
+    max_size=3,
+)
 
 
 @st.composite
@@ -337,9 +369,11 @@ def scud_tasks(draw: st.DrawFn, phase: str | None) -> list[ScudTask]:
                 priority=draw(st.sampled_from([None, "critical", "high", "medium", "low"])),
                 depends_on=draw(st.lists(st.sampled_from(ids), unique=True)) if ids else [],
                 parent=parent,
-                details=draw(st.dictionaries(st.from_regex(r"[a-z_]{1,10}", fullmatch=True), detail_values)),
+                details=draw(st.dictionaries(words, detail_values, max_size=3)),
                 phase=phase,
                 assigned_to=draw(st.none() | titles.filter(bool)),
+                agent_type=draw(st.none() | words),
+                annotations=draw(annotations),
             )
         )
     for task in tasks:
@@ -356,14 +390,24 @@ def scud_graphs(draw: st.DrawFn) -> ScudGraph:
     for name in names:
         meta = draw(
             st.dictionaries(
-                st.from_regex(r"[a-z_]{1,8}", fullmatch=True).filter(lambda key: key != "name"),
+                words.filter(lambda key: key != "name"),
                 meta_values.map(str.strip).filter(lambda value: not value.startswith(":")),
                 max_size=3,
             )
         )
         if name is not None and draw(st.booleans()):
             meta["name"] = name
-        phases.append(ScudPhase(name=name, meta=meta, tasks=draw(scud_tasks(name))))
+        phases.append(
+            ScudPhase(
+                name=name,
+                meta=meta,
+                tasks=draw(scud_tasks(name)),
+                behavior_edges=draw(st.lists(behavior_edges, max_size=2)),
+                sections=draw(
+                    st.dictionaries(st.sampled_from(["roles", "weave", "partitions", "locks"]), opaque_rows)
+                ),
+            )
+        )
     # a few dependencies across phases, written phase:id as scud writes them
     keys = [task.key for phase in phases for task in phase.tasks]
     for phase in phases:
