@@ -251,6 +251,32 @@ def migrate(
 
 
 @app.command()
+def run(
+    directory: Annotated[Path, typer.Argument(help="Project directory with PROMPT.md (and raas.toml).")],
+    sandbox: Annotated[
+        str | None, typer.Option(help="auto, docker or local (default RAAS_SANDBOX, else auto).")
+    ] = None,
+) -> None:
+    """Run a project to its end on this machine, no servers: SQLite, an in-process worker.
+
+    Exits 0 when it completed, 1 when it failed or was stopped, 2 when it paused (the last
+    line says why), 130 on Ctrl-C (after stopping the project).
+    """
+    from orchestrator.run import run_directory
+
+    raise typer.Exit(run_directory(directory, sandbox))
+
+
+@app.command()
+def init(directory: Annotated[Path, typer.Argument(help="The new project directory.")]) -> None:
+    """Create a project directory with a commented PROMPT.md and raas.toml."""
+    from orchestrator.scaffold import init_project
+
+    for path in init_project(directory):
+        sys.stdout.write(f"wrote {path}\n")
+
+
+@app.command()
 def coordinator(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8700,

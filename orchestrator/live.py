@@ -32,6 +32,7 @@ from shared.schemas import AgentOut, EventOut, ProjectDetail
 log = logging.getLogger(__name__)
 SNAPSHOT_EVERY_S = 0.5
 PREVIEW_CHARS = 160
+TAIL_CHARS = 2000
 _STATUS_STYLE = {
     "running": "bold cyan",
     "working": "cyan",
@@ -67,6 +68,7 @@ class RunView:
         self.last_tool = ""
         self._lock = threading.Lock()
         self._partial: dict[str, str] = {}
+        self._tail = ""
         self._detail: ProjectDetail | None = None
         self._stale = True
         self._fetched_at = 0.0
@@ -85,10 +87,16 @@ class RunView:
         """Draw the live view (on a terminal) while the body runs."""
         self.project_id = project_id
         if not self.live:
+            sys.stdout.write(f"project {project_id}, sandbox: {self.sandbox}\n")
             yield
             return
-        with Live(console=self.console, get_renderable=self._render, refresh_per_second=4):
-            yield
+        with Live(console=self.console, get_renderable=self._render, refresh_per_second=4) as live:
+            try:
+                yield
+            finally:
+                with self._lock:  # the last frame stays on screen: make it show the end
+                    self._stale, self._fetched_at = True, 0.0
+                live.refresh()
 
     def _apply(self, event: EventOut) -> None:
         data = event.data
@@ -97,7 +105,9 @@ class RunView:
         elif event.type == events.ITERATION_STARTED:
             self.iteration = max(self.iteration, int(data.get("number", 0)))
         elif event.type == events.AGENT_OUTPUT_CHUNK:
-            lines = [line for line in str(data.get("text", "")).splitlines() if line.strip()]
+            # Chunks end anywhere, mid-word included: the last line is read from what came so far.
+            self._tail = (self._tail + str(data.get("text", "")))[-TAIL_CHARS:]
+            lines = [line for line in self._tail.splitlines() if line.strip()]
             if lines:
                 self.last_output = lines[-1].strip()
         elif event.type == events.AGENT_TOOL_CALL:
@@ -188,9 +198,11 @@ def _describe(event: EventOut) -> str:
         return f"#{data.get('number')} (attempt {data.get('attempt')})"
     if event.type == events.ITERATION_COMPLETE:
         done = "task complete" if data.get("completed_task") else "task not complete"
-        return f"#{data.get('number')} {done}; files changed: {', '.join(data.get('files_changed') or []) or '-'}"
+        files = ", ".join(data.get("files_changed") or []) or "-"
+        return f"#{data.get('number')} {done}; files changed: {files}"
     if event.type == events.ITERATION_ERROR:
-        return f"#{data.get('number')} {data.get('kind')}: {data.get('error')}"
+        kind = data.get("kind")
+        return f"#{data.get('number')} {getattr(kind, 'value', kind)}: {data.get('error')}"
     if event.type == events.AGENT_TOOL_CALL:
         return f"{data.get('tool')} {json.dumps(data.get('input'))}"[:PREVIEW_CHARS]
     if event.type == events.TOOL_EXECUTED:

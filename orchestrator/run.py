@@ -1,0 +1,162 @@
+"""``raas run DIR``: check everything, run the project in the embedded engine, say how it ended.
+
+Every check (the project directory, the Claude key, git, a sandbox, the data directory) comes
+before anything is written, so bad input leaves no database, workspace or project behind.
+
+Exit codes: 0 completed; 1 failed or stopped; 2 paused, with the reason (budget, circuit
+breaker, API key); 130 interrupted by Ctrl-C (143 by SIGTERM), after stopping the project.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from rich.console import Console
+
+from orchestrator import projects, workspace
+from orchestrator.client import pack_directory
+from orchestrator.embedded import EmbeddedEngine, embedded_settings, prepare_data_dir
+from orchestrator.live import RunView
+from shared.errors import InvalidInput
+from shared.models import ProjectStatus
+from shared.project_config import ProjectConfig
+from shared.settings import Settings
+from workers import llm
+from workers.sandbox.choice import SandboxChoice, SandboxKind, choose_sandbox
+
+log = logging.getLogger(__name__)
+EXIT_FOR_STATUS = {ProjectStatus.COMPLETED: 0, ProjectStatus.FAILED: 1, ProjectStatus.STOPPED: 1}
+SANDBOX_KINDS = typing.get_args(SandboxKind)
+EXIT_PAUSED = 2
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+# The reason code the scheduler pauses with -> what to call it and what the user can do.
+PAUSES = {
+    "budget_exceeded": ("budget", "raise [budget] limit_usd in raas.toml to let it go further"),
+    "circuit_breaker": ("circuit breaker", ""),
+    "api_key_required": ("API key", "check ANTHROPIC_API_KEY"),
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the checks established; nothing has been written yet."""
+
+    directory: Path
+    archive: Path
+    settings: Settings
+    config: ProjectConfig
+    sandbox: SandboxChoice
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C: stop the project cleanly, then exit 143."""
+
+
+def _terminated(_signum: int, _frame: FrameType | None) -> None:
+    raise Terminated
+
+
+def check(directory: Path, sandbox: str | None, tmp: Path) -> Plan:
+    """Everything that could stop the run, checked in order; the first problem raises.
+
+    Raises:
+        InvalidInput, SandboxStartError: one line saying what is wrong and what to do.
+    """
+    if sandbox is not None and sandbox not in SANDBOX_KINDS:
+        msg = f"sandbox {sandbox!r}: use one of {', '.join(SANDBOX_KINDS)}"
+        raise InvalidInput(msg)
+    settings = embedded_settings()
+    if not directory.is_dir():
+        msg = f"{directory} is not a directory; pass a project directory (`raas init DIR` makes one)"
+        raise InvalidInput(msg)
+    _, config = projects.read_project_files(directory)
+    archive = tmp / "project.tar.gz"
+    archive.write_bytes(pack_directory(directory))
+    workspace.unpack_upload(archive, tmp / "check")  # what create_project will refuse, refused now
+    llm.make_client(settings).close()
+    if shutil.which("git") is None:
+        msg = "git is not installed; the workspace is a git repository, install git"
+        raise InvalidInput(msg)
+    kind = typing.cast(SandboxKind, sandbox or settings.sandbox)
+    choice = choose_sandbox(kind, settings.sandbox_image)
+    prepare_data_dir(settings)
+    return Plan(directory, archive, settings, config, choice)
+
+
+def run_directory(directory: Path, sandbox: str | None = None) -> int:
+    """Run the project in ``directory`` to its end; return the exit code."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    with tempfile.TemporaryDirectory(prefix="raas-run-") as tmp:
+        plan = check(directory, sandbox, Path(tmp))
+        if plan.sandbox.notice:
+            sys.stderr.write(plan.sandbox.notice + "\n")
+            sys.stderr.flush()
+        console = Console(highlight=False)
+        view = RunView(console, live=console.is_terminal, sandbox=plan.sandbox.describe(), config=plan.config)
+        previous = signal.signal(signal.SIGTERM, _terminated)
+        try:
+            with EmbeddedEngine(plan.settings, plan.sandbox, view) as engine:
+                return _run(engine, view, plan)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(engine: EmbeddedEngine, view: RunView, plan: Plan) -> int:
+    project_id: str | None = None
+    try:
+        project_id = engine.create(plan.directory, plan.archive).id
+        with view.showing(project_id):
+            engine.begin(project_id)
+            engine.wait(project_id)
+    except KeyboardInterrupt as interrupt:
+        code = EXIT_TERMINATED if isinstance(interrupt, Terminated) else EXIT_INTERRUPTED
+        if project_id is not None:
+            _stop(engine, project_id)
+            _report(plan, project_id)
+        return code
+    return _report(plan, project_id)
+
+
+def _stop(engine: EmbeddedEngine, project_id: str) -> None:
+    sys.stderr.write("stopping: the current step ends first (interrupt again to quit at once)\n")
+    sys.stderr.flush()
+    try:
+        engine.stop(project_id)
+        engine.wait(project_id)
+    except KeyboardInterrupt:
+        removed = engine.remove_sandboxes(project_id)
+        sys.stderr.write(f"quit without waiting; removed {len(removed)} sandbox container(s)\n")
+
+
+def _report(plan: Plan, project_id: str) -> int:
+    """Print how the project ended (stdout) and return the exit code for it."""
+    detail = projects.project_detail(project_id)
+    iterations = sum(1 for it in detail.iterations if it.status.is_finished)
+    totals = (
+        f"{iterations} iteration(s), {detail.input_tokens:,} tokens in / {detail.output_tokens:,} out, "
+        f"${detail.spent_usd:.4f} of ${detail.budget_limit_usd:.2f}"
+    )
+    summaries = [it.summary for it in detail.iterations if it.completed_task and it.summary]
+    reason = detail.status_reason or (summaries[-1] if summaries else "")
+    if detail.status == ProjectStatus.PAUSED:
+        code_name, _, message = reason.partition(": ")
+        what, hint = PAUSES.get(code_name, (code_name or "paused", ""))
+        line = f"paused ({what}): {message or reason}" + (f"; {hint}" if hint else "")
+        exit_code = EXIT_PAUSED
+    else:
+        line = f"{detail.status.value}: {detail.name}" + (f": {reason}" if reason else "")
+        exit_code = EXIT_FOR_STATUS.get(detail.status, 1)
+    repo = workspace.repo_path(plan.settings.workspaces_dir(), project_id)
+    sys.stdout.write(f"{line}\n  project {project_id}: {totals}\n  workspace: git clone {repo}\n")
+    sys.stdout.flush()
+    return exit_code
