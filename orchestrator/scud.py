@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -438,15 +438,20 @@ def _node_row(task: ScudTask) -> str:
     return f"{row} | {task.annotations}" if task.annotations else row.rstrip()
 
 
-def to_task_specs(graph: ScudGraph) -> list[TaskSpec]:
+def to_task_specs(graph: ScudGraph, categories: Collection[str] | None = None) -> list[TaskSpec]:
     """The tasks still to run, as DAG nodes with phase-qualified ids.
 
     Left out: tasks done, cancelled or deferred (D, C, F) and everything under such a parent;
-    parents with children, whose work is their children. A dependency on a left-out task is
-    dropped: done is satisfied, and cancelled or deferred work will not come, so waiting on it
-    would stall the project forever. A dependency on a parent becomes one on its children, and
-    children inherit their parent's dependencies. Unknown references are kept as they are, so
-    `validate_dag` names them.
+    parents with children, whose work is their children. Pending, in-progress, review, blocked
+    and failed tasks run: their work is not known to be finished. A dependency on a left-out
+    task is dropped: done is satisfied, and cancelled or deferred work will not come, so waiting
+    on it would stall the project forever. A dependency on a parent becomes one on its children,
+    and children inherit their parent's dependencies. Unknown references are kept as they are,
+    so `validate_dag` names them.
+
+    Args:
+        categories: the agent categories the project defines. A task's SCUD agent type becomes
+            its category when it is one of them (or always, when None); otherwise `builder`.
     """
     index = {task.key: task for task in graph.tasks}
     return [
@@ -454,12 +459,18 @@ def to_task_specs(graph: ScudGraph) -> list[TaskSpec]:
             id=task.key,
             title=task.title,
             description=_description(task, index),
-            category=task.agent_type or "builder",
+            category=_category(task.agent_type, categories),
             depends_on=_dependencies(task, index),
         )
         for task in graph.tasks
         if not task.children and not _closed(task, index)
     ]
+
+
+def _category(agent_type: str | None, categories: Collection[str] | None) -> str:
+    if agent_type and (categories is None or agent_type in categories):
+        return agent_type
+    return "builder"
 
 
 def _ancestors(task: ScudTask, index: Mapping[str, ScudTask]) -> list[ScudTask]:

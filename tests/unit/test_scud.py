@@ -229,6 +229,11 @@ def test_failed_tasks_run_again_and_agent_types_become_categories() -> None:
     assert [spec.category for spec in specs.values()] == ["builder", "builder", "reviewer"]
 
 
+def test_agent_types_the_project_does_not_define_fall_back_to_builder() -> None:
+    specs = to_task_specs(parse_scg(SCUD_LATEST), categories={"builder", "validator", "planner"})
+    assert {spec.category for spec in specs} == {"builder"}
+
+
 def test_description_gathers_every_detail_field_under_a_heading() -> None:
     spec = next(spec for spec in to_task_specs(parse_scg(MULTI_PHASE)) if spec.id == "auth:5")
     assert spec.description.startswith("Use a sliding window per account | per IP.\n")
