@@ -1,10 +1,11 @@
 """Read and write SCUD Graph v1 task files (`.scud/tasks/tasks.scg`), which users already keep.
 
-The format is the one the `scud` CLI writes: phases (tags) separated by `---`, each a
-`# SCUD Graph v1` / `# Phase: tag` header, an `@meta { key value }` block and the sections
-`@nodes`, `@edges`, `@parents`, `@assignments`, `@details`. We read more than scud writes
-(`key: value` meta, priority words, no header, blank lines inside details) and write exactly
-what scud writes, so a file can go back and forth between the two tools.
+The format is the one the `scud` CLI writes (pyrex41/scud, `formats/scg.rs`): phases (tags)
+separated by `---`, each with a `# SCUD Graph v1` / `# Phase: tag` header, an `@meta { key value }`
+block and the sections `@nodes`, `@edges`, `@parents`, `@assignments`, `@agents`, `@details`
+(plus `@roles`, `@weave`, `@partitions`, `@locks`, kept but not used). We read more than scud
+writes (`key: value` meta, priority and status words, no header, blank lines inside details)
+and write exactly what it writes, so a file can go back and forth between the two tools.
 
 A plain id names a task of the same phase, `phase:id` a task of any phase; the latter
 (`ScudTask.key`) is the id the task gets in Constellation's DAG.
@@ -22,7 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.dag import TaskSpec
-from shared.errors import InvalidInput
+from shared.errors import InvalidInput, RaasError
 
 STATUSES = {"P": "pending", "I": "in-progress", "D": "done", "R": "review"}
 STATUSES |= {"B": "blocked", "F": "deferred", "C": "cancelled", "X": "expanded", "!": "failed"}
@@ -568,9 +569,11 @@ def write_back(path: Path, statuses: Mapping[str, str]) -> None:
         task.status = code
         lines[rows[task.key]] = _replace_status(lines[rows[task.key]], code)
     new_text = "\n".join(lines)
+    if new_text == text:
+        return
     if _parse(new_text, str(path))[0] != graph:  # never write a file that says something else
         msg = f"{path}: could not update statuses in place; the file is left as it was"
-        raise InvalidInput(msg)
+        raise RaasError(msg)
     _replace_file(path, new_text.encode("utf-8"))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 from pathlib import Path
@@ -326,6 +327,24 @@ def test_write_back_adds_a_status_cell_to_a_row_without_one(tmp_path: Path) -> N
     path.write_text("@nodes\n1 | Only a title\n", encoding="utf-8")
     write_back(path, {"1": "D"})
     assert path.read_text(encoding="utf-8") == "@nodes\n1 | Only a title | D\n"
+
+
+def test_write_back_of_unchanged_statuses_does_not_touch_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.scg"
+    path.write_text(MULTI_PHASE, encoding="utf-8")
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    write_back(path, {"auth:1": "done", "api:1": "P"})
+    assert path.stat().st_mtime_ns == 1_000_000_000
+
+
+def test_write_back_follows_a_symlink_and_keeps_it(tmp_path: Path) -> None:
+    target = tmp_path / "real.scg"
+    target.write_text(MULTI_PHASE, encoding="utf-8")
+    link = tmp_path / "tasks.scg"
+    link.symlink_to(target)
+    write_back(link, {"api:3": "D"})
+    assert link.is_symlink()
+    assert "3 | Ship 🚀 docs für alle | D |  |" in target.read_text(encoding="utf-8")
 
 
 def test_write_back_with_a_bad_status_leaves_the_file_untouched(tmp_path: Path) -> None:
