@@ -14,7 +14,7 @@ from orchestrator.breaker import Breaker, IterationReport, check_timeout, may_ru
 from orchestrator.outbox import Outbox
 from orchestrator.transitions import pause, pause_for_breaker, pause_for_budget
 from shared import budget
-from shared.models import Agent, Iteration, IterationStatus, Project, utcnow
+from shared.models import Agent, Iteration, IterationStatus, Project, ProjectStatus, utcnow
 from shared.pricing import find_price
 from shared.project_config import ProjectConfig
 
@@ -22,23 +22,17 @@ from shared.project_config import ProjectConfig
 def schedule(
     out: Outbox, project: Project, config: ProjectConfig, agent_id: str, number: int, *, trial: bool = False
 ) -> bool:
-    """Add an agent's next iteration if the breaker and the budget allow it (else pause).
+    """Add an agent's next iteration if the breaker allows it (else pause), and pump.
+
+    Returns whether the project still runs (the budget gate in ``pump`` may have paused it).
 
     ``trial`` is the half-open breaker's one iteration, already let through by ``may_run``.
     """
     if not trial and not _breaker_allows(out, project, config):
         return False
-    agent = out.session.get_one(Agent, agent_id)
-    iteration = out.new_iteration(project.id, agent_id, number)
-    price = find_price(config.model_for(agent.category), config.pricing)
-    assert price is not None  # raas.toml validation refuses unpriced models
-    estimate = budget.call_estimate_usd(price, budget.DEFAULT_INPUT_TOKENS, config.max_tokens)
-    if not budget.reserve(out.session, project.id, iteration.id, estimate):
-        out.session.delete(iteration)
-        pause_for_budget(out, project)
-        return False
+    out.new_iteration(project.id, agent_id, number)
     pump(out, project, config)
-    return True
+    return project.status == ProjectStatus.RUNNING
 
 
 def _active() -> ColumnElement[bool]:
@@ -67,7 +61,7 @@ def pump(out: Outbox, project: Project, config: ProjectConfig) -> int:
         )
     )
     waiting = out.session.execute(
-        select(Iteration, Agent.parallel)
+        select(Iteration, Agent.parallel, Agent.category)
         .join(Agent, Agent.id == Iteration.agent_id)
         .where(
             Iteration.project_id == project.id,
@@ -77,15 +71,29 @@ def pump(out: Outbox, project: Project, config: ProjectConfig) -> int:
         .order_by(Iteration.created_at)
     ).all()
     sent = 0
-    for iteration, parallel in waiting:
+    for iteration, parallel, category in waiting:
         if active >= config.max_parallel:
             break
         if not parallel and writer_busy:
             continue
+        if not _reserve_first_call(out, project, config, iteration, category):
+            if not active:
+                pause_for_budget(out, project)  # nothing in flight will give money back
+            break  # wait: the iterations in flight settle their reservations when they end
         out.enqueue(project.id, iteration)
         active, sent = active + 1, sent + 1
         writer_busy = writer_busy or not parallel
     return sent
+
+
+def _reserve_first_call(
+    out: Outbox, project: Project, config: ProjectConfig, iteration: Iteration, category: str
+) -> bool:
+    """The budget gate (DESIGN.md rule 1): reserve the iteration's first call before it is sent."""
+    price = find_price(config.model_for(category), config.pricing)
+    assert price is not None  # raas.toml validation refuses unpriced models
+    estimate = budget.call_estimate_usd(price, budget.DEFAULT_INPUT_TOKENS, config.max_tokens)
+    return budget.reserve(out.session, project.id, iteration.id, estimate)
 
 
 def _breaker_allows(out: Outbox, project: Project, config: ProjectConfig) -> bool:

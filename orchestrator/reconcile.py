@@ -19,8 +19,10 @@ from sqlalchemy import select
 from orchestrator import lifecycle, scheduler
 from orchestrator.dispatch import Dispatcher
 from orchestrator.outbox import transaction
+from orchestrator.queueing import pump
 from shared.events import EventBus
 from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, utcnow
+from shared.project_config import ProjectConfig
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ class Reconciler:
         self._resend_queued(now, report)
         self._stop_leftovers(now, report)
         self._half_open(report)
+        self._pump_waiting(report)
         for project_id, iteration_id in self._unadvanced(now):
             scheduler.advance(project_id, iteration_id, self.dispatcher, self.bus)
             report.advanced.append(iteration_id)
@@ -134,6 +137,25 @@ class Reconciler:
             for project in paused:
                 if lifecycle.try_half_open(out, project):
                     report.trials.append(project.id)
+
+    def _pump_waiting(self, report: ReconcileReport) -> None:
+        """Send iterations that wait for room (after a restart, nothing else would send them)."""
+        with transaction(self.dispatcher, self.bus) as out:
+            waiting = out.session.scalars(
+                select(Project)
+                .where(
+                    Project.status == ProjectStatus.RUNNING,
+                    Project.id.in_(
+                        select(Iteration.project_id).where(
+                            Iteration.status == IterationStatus.QUEUED, Iteration.enqueued_at.is_(None)
+                        )
+                    ),
+                )
+                .with_for_update()
+            ).all()
+            for project in waiting:
+                if pump(out, project, ProjectConfig.model_validate(project.config)):
+                    report.requeued.append(project.id)
 
     def _unadvanced(self, now: datetime) -> list[tuple[str, str]]:
         cutoff = now - timedelta(seconds=REPORT_GRACE_S)

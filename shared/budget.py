@@ -19,7 +19,7 @@ from shared.pricing import ModelPrice
 
 MILLION = Decimal(1_000_000)
 # What the coordinator assumes of a first call's input before it has seen one.
-DEFAULT_INPUT_TOKENS = 20_000
+DEFAULT_INPUT_TOKENS = 4_000
 
 
 def call_estimate_usd(price: ModelPrice, input_tokens: int, max_output_tokens: int) -> Decimal:
@@ -94,6 +94,12 @@ def settle(
     if warn:
         session.execute(update(Project).where(Project.id == project_id).values(budget_warned=True))
     return Settlement(spent_usd=spent, limit_usd=limit, warn=warn)
+
+
+def top_up(session: Session, project_id: str, iteration_id: str, amount: Decimal) -> bool:
+    """Make sure the iteration holds at least ``amount`` in reservation (reserving the difference)."""
+    held = session.scalar(select(Iteration.reserved_usd).where(Iteration.id == iteration_id)) or Decimal(0)
+    return held >= amount or reserve(session, project_id, iteration_id, amount - held)
 
 
 def remaining_usd(session: Session, project_id: str) -> Decimal:

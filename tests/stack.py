@@ -75,7 +75,7 @@ class Stack:
         self.procs[name] = proc
         return proc
 
-    def start(self, workers: int = 1) -> Stack:
+    def start(self, workers: int = 1, concurrency: int = 1) -> Stack:
         model = self.spawn(
             "scripted-model", ["scripted-model", "--script", str(self.script), "--port", str(self.model_port)]
         )
@@ -83,7 +83,9 @@ class Stack:
         coord = self.spawn("coordinator", ["coordinator", "--port", str(self.coordinator_port)])
         wait_http(f"http://127.0.0.1:{self.coordinator_port}/healthz", proc=coord)
         for index in range(workers):
-            self.spawn(f"worker{index}", ["worker", "--concurrency", "1", "--name", f"w{index}@%h"])
+            self.spawn(
+                f"worker{index}", ["worker", "--concurrency", str(concurrency), "--name", f"w{index}@%h"]
+            )
         return self
 
     def cli(self, *args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:

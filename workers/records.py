@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy import and_, delete, func, or_, select, update
 
 from shared import budget
 from shared.budget import Settlement
@@ -223,9 +223,25 @@ def store_message(
 
 
 def reserve_call(claim: Claim, amount: Decimal) -> bool:
-    """Reserve a call's worst-case cost before making it; False when the budget is spent."""
+    """Reserve a call's worst-case cost before making it; False when the budget is spent.
+
+    What the coordinator reserved when it sent the iteration counts towards the first call.
+    """
     with session_scope() as session:
-        return budget.reserve(session, claim.project_id, claim.iteration_id, amount)
+        return budget.top_up(session, claim.project_id, claim.iteration_id, amount)
+
+
+def others_hold_reservations(claim: Claim) -> bool:
+    """Whether calls of other iterations of the project hold budget that may come back."""
+    with session_scope() as session:
+        held = session.scalar(
+            select(func.coalesce(func.sum(Iteration.reserved_usd), 0)).where(
+                Iteration.project_id == claim.project_id,
+                Iteration.id != claim.iteration_id,
+                Iteration.status == IterationStatus.RUNNING,
+            )
+        )
+        return bool(held and held > 0)
 
 
 def release(claim: Claim) -> None:

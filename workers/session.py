@@ -34,6 +34,8 @@ from workers.tools import TOOL_NAMES, execute, tool_specs
 log = logging.getLogger(__name__)
 PREVIEW_CHARS = 2000
 REPORT_CHARS = 8000
+BUDGET_WAIT_S = 300.0
+BUDGET_POLL_S = 0.25
 MAX_TOKENS_CEILING = 64_000
 
 
@@ -90,15 +92,23 @@ class AgentSession:
         self.output = OutputCoalescer(lambda text: self.emit(events.AGENT_OUTPUT_CHUNK, {"text": text}))
 
     def _reserve(self, window: list[dict[str, Any]]) -> None:
-        """Reserve the next call's worst-case cost, or end the session: the budget is spent."""
-        price = find_price(self.config.model, self.config.pricing)
+        """Reserve the next call's worst-case cost, or end the session: the budget is spent.
+
+        While other calls of the project hold reservations, what they do not spend comes back
+        when they settle, so a refusal then means "wait", not "spent".
+        """
+        price = find_price(self.config.model_for(self.claim.category), self.config.pricing)
         assert price is not None  # raas.toml validation refuses unpriced models
         size = context.estimate_tokens(
             [*window, {"system": prompts.system_blocks(self.claim), "tools": self.tools}]
         )
-        if not records.reserve_call(self.claim, budget.call_estimate_usd(price, size, self.max_tokens)):
-            msg = "the project's budget is spent; raise it with `raas budget ID --limit USD`"
-            raise SessionFailure(ErrorKind.BUDGET, msg)
+        amount = budget.call_estimate_usd(price, size, self.max_tokens)
+        deadline = time.monotonic() + BUDGET_WAIT_S
+        while not records.reserve_call(self.claim, amount):
+            if not records.others_hold_reservations(self.claim) or time.monotonic() > deadline:
+                msg = "the project's budget is spent; raise it with `raas budget ID --limit USD`"
+                raise SessionFailure(ErrorKind.BUDGET, msg)
+            time.sleep(BUDGET_POLL_S)
 
     def _admit(self, window: list[dict[str, Any]]) -> Reservation | None:
         """Wait for room under the cluster-wide rate limits; say so in an event while waiting."""
