@@ -155,9 +155,16 @@ def test_a_back_edge_that_closes_a_cycle_is_rejected(tasks: list[TaskSpec], data
         task.model_copy(update={"depends_on": [*task.depends_on, start]}) if task.id == ancestor else task
         for task in tasks
     ]
-    # Then the graph is refused as a cycle
-    with pytest.raises(InvalidInput, match=r"^tasks form a cycle: .*; remove one of these dependencies$"):
+    # Then the graph is refused, naming a real cycle: each task depends on the next
+    with pytest.raises(
+        InvalidInput, match=r"^tasks form a cycle: .*; remove one of these dependencies$"
+    ) as caught:
         validate_dag(closed)
+    cycle = str(caught.value).removeprefix("tasks form a cycle: ").split(";")[0].split(" -> ")
+    closed_deps = {task.id: task.depends_on for task in closed}
+    assert cycle[0] == cycle[-1]
+    assert len(set(cycle)) == len(cycle) - 1
+    assert all(after in closed_deps[before] for before, after in zip(cycle, cycle[1:], strict=False))
 
 
 @given(random_dags(), st.data())
