@@ -63,7 +63,7 @@ class ScudTask(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(pattern=_ID.pattern)
+    id: str = Field(pattern=rf"^{_ID.pattern}$")
     title: str
     status: str = "P"
     complexity: int | None = None

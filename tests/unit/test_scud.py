@@ -7,6 +7,7 @@ import re
 import stat
 from pathlib import Path
 
+import pydantic
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -263,6 +264,19 @@ def test_a_cycle_in_a_scud_file_is_named_by_validate_dag() -> None:
     assert str(caught.value) == (
         "tasks form a cycle: auth:1 -> auth:2 -> auth:3 -> auth:1; remove one of these dependencies"
     )
+
+
+@pytest.mark.parametrize("bad_id", ["a b", "", "a|b", "x/y"])
+def test_a_built_task_needs_an_id_scud_can_write(bad_id: str) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        ScudTask(id=bad_id, title="t")
+
+
+def test_a_built_task_takes_status_and_priority_names_and_stores_codes() -> None:
+    task = ScudTask(id="1", title="t", status="in_progress", priority="H")
+    assert (task.status, task.priority) == ("I", "high")
+    with pytest.raises(pydantic.ValidationError, match="unknown status 'finished'"):
+        ScudTask(id="1", title="t", status="finished")
 
 
 def test_an_unknown_reference_in_a_built_graph_is_named_by_validate_dag() -> None:
