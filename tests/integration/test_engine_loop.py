@@ -84,5 +84,4 @@ def test_a_completion_threshold_of_two_needs_two_consecutive_completing_iteratio
         rows = iterations(project_id)
         assert [r.completed_task for r in rows] == [True, False, True, True]
         assert project(project_id).status == ProjectStatus.COMPLETED
-        (completed,) = event_log(project_id, events.PROJECT_COMPLETED)
-        assert completed.data["iterations"] == 4
+        assert len(event_log(project_id, events.PROJECT_COMPLETED)) == 1

@@ -122,7 +122,7 @@ def test_a_fork_bomb_and_an_endless_command_are_stopped_and_the_iteration_goes_o
 
         bomb, endless, alive = _outputs(project_id)
         assert bomb[0] is True
-        assert bomb[1].startswith("timed out after 2 s")
+        assert bomb[1].startswith("timed out after 2 s; the command and everything it started were killed")
         assert endless == (True, "timed out after 2 s; the command and everything it started were killed")
         assert alive == (False, "exit code 0\nstill-alive")
         row = iterations(project_id)[0]
