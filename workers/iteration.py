@@ -22,6 +22,7 @@ from shared.settings import Settings
 from workers import llm, records
 from workers.coordinator_client import CoordinatorClient
 from workers.ratelimit import RateLimiter
+from workers.reaping import cluster_id
 from workers.records import Claim, Outcome
 from workers.sandbox.base import Sandbox, SandboxLimits
 from workers.sandbox.docker import DockerSandbox
@@ -52,8 +53,9 @@ def heartbeat(claim: Claim, interval_s: float) -> Iterator[None]:
         thread.join(timeout=5)
 
 
-def sandbox_labels(claim: Claim, worker: str) -> dict[str, str]:
+def sandbox_labels(claim: Claim, worker: str, cluster: str) -> dict[str, str]:
     return {
+        "raas.cluster": cluster,
         "raas.project": claim.project_id,
         "raas.iteration": claim.iteration_id,
         "raas.attempt": str(claim.attempt),
@@ -194,7 +196,7 @@ class IterationRunner:
         return self.start_sandbox(
             workdir,
             SandboxLimits.model_validate(claim.config.sandbox.model_dump()),
-            sandbox_labels(claim, self.worker_name),
+            sandbox_labels(claim, self.worker_name, cluster_id(self.settings.database_url)),
             # Unique per attempt, so a re-run never collides with its dead predecessor's container.
             f"raas-{claim.iteration_id}-{claim.attempt}",
         )

@@ -19,7 +19,7 @@ from shared.db import session_scope
 from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, utcnow
 from tests.harness import Engine, engine
 from workers import records
-from workers.reaping import is_live
+from workers.reaping import cluster_id, is_live
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.docker import DockerSandbox
 from workers.sandbox.reaper import reap
@@ -156,7 +156,12 @@ def test_sweep_removes_the_sandbox_of_an_iteration_that_no_longer_runs(eng: Engi
     for attempt in (claim.attempt, claim.attempt - 1):
         workdir = tmp_path / f"ws{attempt}"
         workdir.mkdir()
-        labels = {"raas.project": project_id, "raas.iteration": iteration_id, "raas.attempt": str(attempt)}
+        labels = {
+            "raas.cluster": cluster_id(eng.settings.database_url),
+            "raas.project": project_id,
+            "raas.iteration": iteration_id,
+            "raas.attempt": str(attempt),
+        }
         boxes.append(
             DockerSandbox.start(
                 image=eng.settings.sandbox_image,
@@ -177,6 +182,8 @@ def test_sweep_removes_the_sandbox_of_an_iteration_that_no_longer_runs(eng: Engi
             for c in client.containers.list(all=True, filters={"label": f"raas.iteration={iteration_id}"})
         ]
         assert remaining == [f"raas-test-sweep-{iteration_id}-1"]
+        # A sandbox of another cluster (another database) is never ours to reap
+        assert is_live({"raas.cluster": "elsewhere", "raas.iteration": iteration_id, "raas.attempt": "0"})
     finally:
         for box in boxes:
             box.close()
