@@ -175,7 +175,8 @@ def cost(
     tokens = report["tokens"]
     out.print(
         f"total ${float(report['total_usd']):.4f} of ${float(report['limit_usd']):.2f}"
-        f"   tokens in {tokens['input']} out {tokens['output']} cache write {tokens['cache_write']} read {tokens['cache_read']}",
+        f"   tokens in {tokens['input']} out {tokens['output']}"
+        f" cache write {tokens['cache_write']} read {tokens['cache_read']}",
         highlight=False,
     )
     for title in ("by_agent", "by_model", "by_hour"):
@@ -189,9 +190,36 @@ def cost(
         t = receipt["tokens"]
         out.print(
             f"  iteration {receipt['number']:>3} {receipt['model'] or '-':<20}"
-            f" in {t['input']} out {t['output']} cw {t['cache_write']} cr {t['cache_read']}  ${float(receipt['cost_usd']):.4f}  "
+            f" in {t['input']} out {t['output']} cw {t['cache_write']} cr {t['cache_read']}"
+            f"  ${float(receipt['cost_usd']):.4f}  "
             f"{receipt['duration_s'] or 0:.1f}s",
             highlight=False,
+        )
+
+
+@app.command()
+def graph(project_id: str, as_json: JsonFlag = False) -> None:
+    """The task DAG by waves; --json gives the agent graph (agents, their status, parent edges)."""
+    data = _api().graph(project_id)
+    if as_json:
+        _print_json(data)
+        return
+    for index, wave in enumerate(data["waves"]):
+        out.print(f"wave {index}:", highlight=False)
+        for task in wave:
+            after = f"  (after {', '.join(task['depends_on'])})" if task["depends_on"] else ""
+            out.print(
+                f"  {task['key']:<16} {task['status']:<10} {task['category']:<10} {task['title']}{after}",
+                highlight=False,
+                markup=False,
+            )
+    for agent in data["agents"]:
+        indent = "  " * (agent["depth"] + 1)
+        out.print(
+            f"{indent}{agent['category']} {agent['id']} {agent['status']} task={agent['task']} "
+            f"iterations={agent['iterations']} ${float(agent['cost_usd']):.4f}",
+            highlight=False,
+            markup=False,
         )
 
 
