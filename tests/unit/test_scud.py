@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.scud import (
+from shared.dag import validate_dag, waves
+from shared.errors import InvalidInput
+from shared.scud import (
     ScudGraph,
     ScudPhase,
     ScudTask,
@@ -22,8 +24,6 @@ from orchestrator.scud import (
     to_task_specs,
     write_back,
 )
-from shared.dag import validate_dag, waves
-from shared.errors import InvalidInput
 
 pytestmark = pytest.mark.unit
 
