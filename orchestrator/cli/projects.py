@@ -1,7 +1,4 @@
-"""The ``raas`` command line: a thin edge that parses, calls the core or the API, and formats.
-
-Errors from the core come back as one line on stderr and a non-zero exit code.
-"""
+"""Commands that act on projects through the coordinator's API."""
 
 from __future__ import annotations
 
@@ -10,33 +7,16 @@ import sys
 import time
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from shared.errors import InvalidInput, RaasError, ServiceUnavailable
+from orchestrator.cli import JsonFlag, api, app, out, print_json
+from shared.errors import InvalidInput, ServiceUnavailable
 from shared.events import TERMINAL_EVENTS
 from shared.schemas import EventOut
-from shared.settings import get_settings
 
-app = typer.Typer(name="raas", help="Constellation: Ralph-as-a-Service.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 EXIT_FOR_STATUS = {"completed": 0, "failed": 1, "stopped": 1, "paused": 2}
-
-
-def _api() -> Any:
-    from orchestrator.client import CoordinatorAPI
-
-    settings = get_settings()
-    return CoordinatorAPI(settings.coordinator_url, settings.api_token.get_secret_value())
-
-
-def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
 @app.command()
@@ -53,12 +33,12 @@ def submit(
         msg = f"{directory} is not a directory; pass the project directory"
         raise InvalidInput(msg)
     read_project_files(directory)  # the same checks the coordinator makes, before any upload
-    api = _api()
-    project = api.create_project(pack_directory(directory), directory.resolve().name)
+    client = api()
+    project = client.create_project(pack_directory(directory), directory.resolve().name)
     if start:
-        project = api.start_project(project["id"])
+        project = client.start_project(project["id"])
     if as_json:
-        _print_json(project)
+        print_json(project)
     else:
         sys.stdout.write(project["id"] + "\n")
 
@@ -66,9 +46,9 @@ def submit(
 @app.command()
 def status(project_id: str, as_json: JsonFlag = False) -> None:
     """Show a project's status, agents and iterations."""
-    project = _api().project(project_id)
+    project = api().project(project_id)
     if as_json:
-        _print_json(project)
+        print_json(project)
         return
     out.print(
         f"[bold]{project['name']}[/bold] {project['id']}  status: [bold]{project['status']}[/bold]"
@@ -86,9 +66,9 @@ def status(project_id: str, as_json: JsonFlag = False) -> None:
 @app.command("ls")
 def list_projects(as_json: JsonFlag = False) -> None:
     """List projects, newest first."""
-    rows = _api().projects()
+    rows = api().projects()
     if as_json:
-        _print_json(rows)
+        print_json(rows)
         return
     for row in rows:
         out.print(
@@ -98,9 +78,9 @@ def list_projects(as_json: JsonFlag = False) -> None:
 
 
 def _lifecycle(project_id: str, verb: str, as_json: bool) -> None:
-    project = _api().action(project_id, verb)
+    project = api().action(project_id, verb)
     if as_json:
-        _print_json(project)
+        print_json(project)
     else:
         sys.stdout.write(f"{project['id']} {project['status']}\n")
 
@@ -130,9 +110,9 @@ def prompt(
     as_json: JsonFlag = False,
 ) -> None:
     """Replace a project's PROMPT.md; the next iteration reads the new text."""
-    project = _api().set_prompt(project_id, file.read_text(encoding="utf-8"))
+    project = api().set_prompt(project_id, file.read_text(encoding="utf-8"))
     if as_json:
-        _print_json(project)
+        print_json(project)
     else:
         sys.stdout.write(f"{project['id']} prompt updated\n")
 
@@ -152,9 +132,9 @@ def budget(
     if not amount.is_finite() or amount < 0:
         msg = f"--limit {limit} is not a positive amount of USD; pass e.g. --limit 10"
         raise InvalidInput(msg)
-    project = _api().set_budget(project_id, str(amount))
+    project = api().set_budget(project_id, str(amount))
     if as_json:
-        _print_json(project)
+        print_json(project)
     else:
         sys.stdout.write(
             f"{project['id']} budget ${float(project['budget_limit_usd']):.2f} ({project['status']})\n"
@@ -168,9 +148,9 @@ def cost(
     as_json: JsonFlag = False,
 ) -> None:
     """What a project cost: total, per agent, per model, per hour (and per iteration)."""
-    report = _api().cost(project_id, iterations)
+    report = api().cost(project_id, iterations)
     if as_json:
-        _print_json(report)
+        print_json(report)
         return
     tokens = report["tokens"]
     out.print(
@@ -200,9 +180,9 @@ def cost(
 @app.command()
 def graph(project_id: str, as_json: JsonFlag = False) -> None:
     """The task DAG by waves; --json gives the agent graph (agents, their status, parent edges)."""
-    data = _api().graph(project_id)
+    data = api().graph(project_id)
     if as_json:
-        _print_json(data)
+        print_json(data)
         return
     for index, wave in enumerate(data["waves"]):
         out.print(f"wave {index}:", highlight=False)
@@ -229,7 +209,7 @@ def diff(
     iteration: Annotated[int | None, typer.Option(help="Only what this iteration changed.")] = None,
 ) -> None:
     """Show what the agents changed in the workspace (git diff)."""
-    sys.stdout.write(_api().diff(project_id, iteration))
+    sys.stdout.write(api().diff(project_id, iteration))
 
 
 def format_event(event: EventOut) -> str:
@@ -247,11 +227,11 @@ def format_event(event: EventOut) -> str:
 @app.command()
 def follow(project_id: str, as_json: JsonFlag = False) -> None:
     """Print a project's events live, in order, until it ends (reconnecting if the link drops)."""
-    api = _api()
+    client = api()
     last, final = 0, None
     for attempt in range(30):
         try:
-            for event in api.events(project_id, after=last, follow=True):
+            for event in client.events(project_id, after=last, follow=True):
                 last = event.seq
                 sys.stdout.write((event.model_dump_json() if as_json else format_event(event)) + "\n")
                 sys.stdout.flush()
@@ -265,88 +245,3 @@ def follow(project_id: str, as_json: JsonFlag = False) -> None:
     if final is None:
         raise typer.Exit(1)
     raise typer.Exit(EXIT_FOR_STATUS.get(final.removeprefix("project_"), 1))
-
-
-@app.command()
-def migrate(
-    url: Annotated[str | None, typer.Option(help="Database URL (default RAAS_DATABASE_URL).")] = None,
-) -> None:
-    """Create or upgrade the database schema."""
-    from shared.migrate import upgrade
-
-    upgrade(url or get_settings().database_url)
-    err.print("database is up to date")
-
-
-@app.command()
-def run(
-    directory: Annotated[Path, typer.Argument(help="Project directory with PROMPT.md (and raas.toml).")],
-    sandbox: Annotated[
-        str | None, typer.Option(help="auto, docker or local (default RAAS_SANDBOX, else auto).")
-    ] = None,
-) -> None:
-    """Run a project to its end on this machine, no servers: SQLite, an in-process worker.
-
-    Exits 0 when it completed, 1 when it failed or was stopped, 2 when it paused (the last
-    line says why), 130 on Ctrl-C (after stopping the project).
-    """
-    from orchestrator.run import run_directory
-
-    raise typer.Exit(run_directory(directory, sandbox))
-
-
-@app.command()
-def init(directory: Annotated[Path, typer.Argument(help="The new project directory.")]) -> None:
-    """Create a project directory with a commented PROMPT.md and raas.toml."""
-    from orchestrator.scaffold import init_project
-
-    for path in init_project(directory):
-        sys.stdout.write(f"wrote {path}\n")
-
-
-@app.command()
-def coordinator(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8700,
-) -> None:
-    """Run the coordinator: the HTTP API and the scheduler."""
-    from orchestrator.server import run_coordinator
-
-    run_coordinator(host, port)
-
-
-@app.command()
-def worker(
-    concurrency: Annotated[int, typer.Option(help="Iterations run at once.")] = 2,
-    name: Annotated[str | None, typer.Option(help="Celery node name (default iterations@HOST).")] = None,
-) -> None:
-    """Run a worker on the iterations queue."""
-    from workers.main import run_worker
-
-    run_worker(concurrency, name)
-
-
-@app.command("scripted-model")
-def scripted_model(
-    script: Annotated[Path, typer.Option(help="Script file (JSON).", exists=True, dir_okay=False)],
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 8765,
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    log: Annotated[Path | None, typer.Option(help="Append every request as a JSON line here.")] = None,
-) -> None:
-    """Serve the scripted model: the Anthropic Messages API answered from a script."""
-    from workers.scripted_model.server import serve
-
-    serve(script, host=host, port=port, log_path=log)
-
-
-def main() -> None:
-    try:
-        app()
-    except RaasError as exc:
-        # One line, never wrapped: scripts and tests read it.
-        sys.stderr.write("error: " + " ".join(str(exc).split()) + "\n")
-        sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,84 +1,33 @@
-"""The coordinator's HTTP API: a thin edge that parses, calls the core and formats.
-
-Every route but the health check needs the bearer token.
-"""
+"""The project routes: create, start, read, steer, and the workspace round trip of workers."""
 
 from __future__ import annotations
 
-import hmac
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi import Query, Request
+from fastapi.responses import FileResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel
 from starlette.background import BackgroundTask
 
 from orchestrator import costs, graph, lifecycle, projects, scheduler, workspace
+from orchestrator.api.deps import Ctx, authed_router, save_body
 from orchestrator.costs import CostReport
-from orchestrator.dispatch import Dispatcher
 from orchestrator.follow import follow
 from orchestrator.graph import ProjectGraph
-from shared.errors import InvalidInput, RaasError, Unauthorized
-from shared.events import EventBus
+from shared.errors import InvalidInput
 from shared.schemas import EventOut, ProjectDetail, ProjectOut, WorkspaceReport
-from shared.settings import Settings
 
-
-@dataclass(frozen=True)
-class Context:
-    """What the routes need, built once when the app is created."""
-
-    settings: Settings
-    dispatcher: Dispatcher
-    bus: EventBus
-
-    @property
-    def workspaces_dir(self) -> Path:
-        return self.settings.workspaces_dir()
-
-
-def _context(request: Request) -> Context:
-    ctx: Context = request.app.state.ctx
-    return ctx
-
-
-def _require_token(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
-    expected = _context(request).settings.api_token.get_secret_value().encode()
-    scheme, _, given = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), expected):
-        msg = "missing or wrong API token; set RAAS_API_TOKEN to the coordinator's token"
-        raise Unauthorized(msg)
-
-
-Ctx = Annotated[Context, Depends(_context)]
-router = APIRouter(prefix="/v1", dependencies=[Depends(_require_token)])
-
-
-async def _save_body(request: Request, limit_bytes: int) -> Path:
-    """Stream the request body to a temporary file, refusing more than ``limit_bytes``."""
-    handle = tempfile.NamedTemporaryFile(prefix="raas-body-", delete=False)  # noqa: SIM115
-    size = 0
-    with handle:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit_bytes:
-                Path(handle.name).unlink(missing_ok=True)
-                msg = f"upload larger than {limit_bytes // (1024 * 1024)} MiB; trim the project directory"
-                raise InvalidInput(msg)
-            handle.write(chunk)
-    return Path(handle.name)
+router = authed_router()
 
 
 @router.post("/projects", status_code=201)
 async def create_project(request: Request, ctx: Ctx, name: str | None = None) -> ProjectOut:
-    body = await _save_body(request, workspace.MAX_UPLOAD_BYTES)
+    body = await save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
         return projects.create_project(ctx.workspaces_dir, body, name, ctx.bus)
     finally:
@@ -185,7 +134,7 @@ def download_workspace(project_id: str, ctx: Ctx) -> FileResponse:
 async def upload_iteration_workspace(
     request: Request, ctx: Ctx, project_id: str, iteration_id: str, base: str, attempt: int
 ) -> WorkspaceReport:
-    body = await _save_body(request, workspace.MAX_UPLOAD_BYTES)
+    body = await save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
         sha, files = scheduler.accept_workspace(
             ctx.workspaces_dir, project_id, iteration_id, attempt, base, body
@@ -193,31 +142,3 @@ async def upload_iteration_workspace(
     finally:
         body.unlink(missing_ok=True)
     return WorkspaceReport(sha=sha, files_changed=files)
-
-
-async def _raas_error(_request: Request, exc: Exception) -> JSONResponse:
-    status = exc.status_code if isinstance(exc, RaasError) else 500
-    return JSONResponse(status_code=status, content={"error": type(exc).__name__, "detail": str(exc)})
-
-
-async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first.get("loc", ()))
-    return JSONResponse(
-        status_code=422, content={"error": "InvalidInput", "detail": f"{where}: {first['msg']}"}
-    )
-
-
-def create_app(settings: Settings, dispatcher: Dispatcher, bus: EventBus) -> FastAPI:
-    app = FastAPI(title="Constellation coordinator", version="0.1.0")
-    app.state.ctx = Context(settings=settings, dispatcher=dispatcher, bus=bus)
-    app.add_exception_handler(RaasError, _raas_error)
-    app.add_exception_handler(RequestValidationError, _invalid_request)
-
-    @app.get("/healthz")
-    def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    app.include_router(router)
-    return app

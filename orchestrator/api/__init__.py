@@ -1,0 +1,49 @@
+"""The coordinator's HTTP API: a thin edge that parses, calls the core and formats.
+
+Every route but the health check needs the bearer token. Each module of this package holds the
+routes of one concern in its ``router``.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from orchestrator.api import projects
+from orchestrator.api.deps import Context
+from orchestrator.dispatch import Dispatcher
+from shared.errors import RaasError
+from shared.events import EventBus
+from shared.settings import Settings
+
+ROUTERS = (projects.router,)
+
+
+async def _raas_error(_request: Request, exc: Exception) -> JSONResponse:
+    status = exc.status_code if isinstance(exc, RaasError) else 500
+    return JSONResponse(status_code=status, content={"error": type(exc).__name__, "detail": str(exc)})
+
+
+async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    return JSONResponse(
+        status_code=422, content={"error": "InvalidInput", "detail": f"{where}: {first['msg']}"}
+    )
+
+
+def create_app(settings: Settings, dispatcher: Dispatcher, bus: EventBus) -> FastAPI:
+    app = FastAPI(title="Constellation coordinator", version="0.1.0")
+    app.state.ctx = Context(settings=settings, dispatcher=dispatcher, bus=bus)
+    app.add_exception_handler(RaasError, _raas_error)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+
+    @app.get("/healthz")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    for router in ROUTERS:
+        app.include_router(router)
+    return app

@@ -1,0 +1,48 @@
+"""The ``raas`` command line: a thin edge that parses, calls the core or the API, and formats.
+
+Errors from the core come back as one line on stderr and a non-zero exit code. Commands live in
+the modules of this package, grouped by what they act on, and register themselves on ``app``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from shared.errors import RaasError
+from shared.settings import get_settings
+
+app = typer.Typer(name="raas", help="Constellation: Ralph-as-a-Service.", no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def api() -> Any:
+    """The coordinator's client, from RAAS_COORDINATOR_URL and RAAS_API_TOKEN."""
+    from orchestrator.client import CoordinatorAPI
+
+    settings = get_settings()
+    return CoordinatorAPI(settings.coordinator_url, settings.api_token.get_secret_value())
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def main() -> None:
+    try:
+        app()
+    except RaasError as exc:
+        # One line, never wrapped: scripts and tests read it.
+        sys.stderr.write("error: " + " ".join(str(exc).split()) + "\n")
+        sys.exit(1)
+
+
+# Registered last: the command modules import what is defined above.
+from orchestrator.cli import projects, servers  # noqa: E402, F401

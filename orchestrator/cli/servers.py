@@ -1,0 +1,84 @@
+"""Commands that run things on this machine: the services, an embedded run, set-up."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orchestrator.cli import app, err
+from shared.settings import get_settings
+
+
+@app.command()
+def migrate(
+    url: Annotated[str | None, typer.Option(help="Database URL (default RAAS_DATABASE_URL).")] = None,
+) -> None:
+    """Create or upgrade the database schema."""
+    from shared.migrate import upgrade
+
+    upgrade(url or get_settings().database_url)
+    err.print("database is up to date")
+
+
+@app.command()
+def run(
+    directory: Annotated[Path, typer.Argument(help="Project directory with PROMPT.md (and raas.toml).")],
+    sandbox: Annotated[
+        str | None, typer.Option(help="auto, docker or local (default RAAS_SANDBOX, else auto).")
+    ] = None,
+) -> None:
+    """Run a project to its end on this machine, no servers: SQLite, an in-process worker.
+
+    Exits 0 when it completed, 1 when it failed or was stopped, 2 when it paused (the last
+    line says why), 130 on Ctrl-C (after stopping the project).
+    """
+    from orchestrator.run import run_directory
+
+    raise typer.Exit(run_directory(directory, sandbox))
+
+
+@app.command()
+def init(directory: Annotated[Path, typer.Argument(help="The new project directory.")]) -> None:
+    """Create a project directory with a commented PROMPT.md and raas.toml."""
+    from orchestrator.scaffold import init_project
+
+    for path in init_project(directory):
+        sys.stdout.write(f"wrote {path}\n")
+
+
+@app.command()
+def coordinator(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8700,
+) -> None:
+    """Run the coordinator: the HTTP API and the scheduler."""
+    from orchestrator.server import run_coordinator
+
+    run_coordinator(host, port)
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[int, typer.Option(help="Iterations run at once.")] = 2,
+    name: Annotated[str | None, typer.Option(help="Celery node name (default iterations@HOST).")] = None,
+) -> None:
+    """Run a worker on the iterations queue."""
+    from workers.main import run_worker
+
+    run_worker(concurrency, name)
+
+
+@app.command("scripted-model")
+def scripted_model(
+    script: Annotated[Path, typer.Option(help="Script file (JSON).", exists=True, dir_okay=False)],
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 8765,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    log: Annotated[Path | None, typer.Option(help="Append every request as a JSON line here.")] = None,
+) -> None:
+    """Serve the scripted model: the Anthropic Messages API answered from a script."""
+    from workers.scripted_model.server import serve
+
+    serve(script, host=host, port=port, log_path=log)
