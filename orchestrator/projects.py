@@ -14,15 +14,18 @@ from orchestrator.dispatch import Dispatcher
 from orchestrator.lookup import get_project_row
 from orchestrator.outbox import transaction
 from shared import events
+from shared.categories import DEFAULT_CATEGORIES
 from shared.db import session_scope
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.events import EventBus
 from shared.models import Agent, Iteration, Message, Project, ProjectStatus, new_id, utcnow
 from shared.project_config import ProjectConfig, parse_project_config
 from shared.schemas import AgentOut, EventOut, IterationOut, ProjectDetail, ProjectOut
+from shared.scud import parse_scg, to_task_specs
 
 # Service files: read by the coordinator, not part of the agent's workspace.
 PROMPT_FILE = "PROMPT.md"
+SCUD_FILE = ".scud/tasks/tasks.scg"
 CONFIG_FILE = "raas.toml"
 MAX_PROMPT_BYTES = 256 * 1024
 
@@ -46,7 +49,35 @@ def read_project_files(root: Path) -> tuple[str, ProjectConfig]:
         raise InvalidInput(msg)
     config_path = root / CONFIG_FILE
     text = config_path.read_text(encoding="utf-8") if config_path.is_file() else ""
-    return prompt, parse_project_config(text, source=CONFIG_FILE)
+    return prompt, with_scud_tasks(root, parse_project_config(text, source=CONFIG_FILE))
+
+
+def with_scud_tasks(root: Path, config: ProjectConfig) -> ProjectConfig:
+    """The config with the tasks of the project's SCUD graph, when it has one and no [[tasks]].
+
+    Raises:
+        InvalidInput: the SCUD file does not parse, or its graph has a cycle or a dangling edge.
+    """
+    if config.tasks or config.workflow == "planned":
+        return config
+    relative = config.scud_file or SCUD_FILE
+    path = root / relative
+    if not path.is_file():
+        if config.scud_file:
+            msg = f"raas.toml: scud_file {relative!r} is not a file in the project directory"
+            raise InvalidInput(msg)
+        return config
+    graph = parse_scg(path.read_text(encoding="utf-8"), source=relative)
+    specs = to_task_specs(graph, categories={*DEFAULT_CATEGORIES, *config.categories})
+    if not specs:
+        msg = f"{relative}: every task is already done, cancelled or deferred; nothing to run"
+        raise InvalidInput(msg)
+    data = {**config.model_dump(mode="json"), "tasks": [t.model_dump() for t in specs], "scud_file": relative}
+    try:
+        return ProjectConfig.model_validate(data)
+    except InvalidInput as exc:
+        msg = f"{relative}: {exc}"
+        raise InvalidInput(msg) from exc
 
 
 def create_project(workspaces_dir: Path, archive: Path, name: str | None, bus: EventBus) -> ProjectOut:

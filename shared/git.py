@@ -20,6 +20,8 @@ _BASE_CONFIG = (
     "core.hooksPath=/dev/null",
     "-c",
     "commit.gpgsign=false",
+    "-c",
+    "core.fsmonitor=false",
 )
 
 
@@ -31,14 +33,24 @@ class GitError(RaasError):
     pass
 
 
-def git(cwd: Path, *args: str, env: dict[str, str] | None = None, input_: bytes | None = None) -> str:
+def git(
+    cwd: Path,
+    *args: str,
+    gitdir: Path | None = None,
+    env: dict[str, str] | None = None,
+    input_: bytes | None = None,
+) -> str:
     """Run ``git args`` in ``cwd`` and return its stdout.
 
-    Hooks are disabled and every directory is trusted: the workspace was written by a sandboxed
-    agent as another uid, and its hooks must never run on the host.
+    With ``gitdir``, ``cwd`` is only the work tree: the repository (its config, hooks, objects)
+    is ``gitdir``. The worker uses that for workspaces a sandboxed agent could write to — a
+    ``.git/config`` planted by the agent (fsmonitor, filters, alternates) must never be read
+    by git on the host. Hooks are disabled everywhere; every directory is trusted because the
+    work tree belongs to the sandbox's uid.
     """
+    where = (f"--git-dir={gitdir}", f"--work-tree={cwd}") if gitdir is not None else ()
     proc = subprocess.run(
-        ["git", *_BASE_CONFIG, *args],
+        ["git", *_BASE_CONFIG, *where, *args],
         cwd=cwd,
         env=env,
         input=input_,
@@ -52,11 +64,17 @@ def git(cwd: Path, *args: str, env: dict[str, str] | None = None, input_: bytes 
 
 
 def commit_all(
-    workdir: Path, message: str, author_name: str, author_email: str, *, allow_empty: bool = False
+    workdir: Path,
+    message: str,
+    author_name: str,
+    author_email: str,
+    *,
+    allow_empty: bool = False,
+    gitdir: Path | None = None,
 ) -> bool:
     """Commit every change in ``workdir``; False when there was nothing to commit."""
-    git(workdir, "add", "-A")
-    if not allow_empty and not git(workdir, "status", "--porcelain"):
+    git(workdir, "add", "-A", gitdir=gitdir)
+    if not allow_empty and not git(workdir, "status", "--porcelain", gitdir=gitdir):
         return False
     ident = f"{author_name} <{author_email}>"
     git(
@@ -72,12 +90,13 @@ def commit_all(
         f"--author={ident}",
         "-m",
         message,
+        gitdir=gitdir,
     )
     return True
 
 
-def head(workdir: Path) -> str:
-    return git(workdir, "rev-parse", "HEAD")
+def head(workdir: Path, gitdir: Path | None = None) -> str:
+    return git(workdir, "rev-parse", "HEAD", gitdir=gitdir)
 
 
 def changed_files(workdir: Path, base: str, new: str) -> list[str]:

@@ -100,6 +100,11 @@ class ProjectConfig(_Strict):
     tasks: list[TaskSpec] = Field(
         default_factory=list, description="[[tasks]]: the task DAG; none means one task, the prompt itself."
     )
+    scud_file: str | None = Field(
+        default=None,
+        description="A SCUD task graph in the workspace; .scud/tasks/tasks.scg is used when present "
+        "and [[tasks]] is empty. Finished tasks are marked done in it.",
+    )
     categories: dict[str, CategoryConfig] = Field(
         default_factory=dict, description="[categories.NAME]: agent categories, over the defaults."
     )
@@ -152,7 +157,10 @@ class ProjectConfig(_Strict):
                 msg = f"model {model!r} has no price; add a [pricing.{model!r}] table"
                 raise ValueError(msg)
         known = {*DEFAULT_CATEGORIES, *self.categories}
-        for where, name in [*((f"task {t.id!r}", t.category) for t in self.tasks), *(("research", r) for r in self.research)]:
+        for where, name in [
+            *((f"task {t.id!r}", t.category) for t in self.tasks),
+            *(("research", r) for r in self.research),
+        ]:
             if name not in known:
                 msg = f"{where}: unknown category {name!r}; known: {', '.join(sorted(known))}"
                 raise ValueError(msg)

@@ -27,8 +27,12 @@ class CoordinatorClient:
     def close(self) -> None:
         self._http.close()
 
-    def fetch_workspace(self, project_id: str, dest: Path) -> str:
-        """Clone the project's workspace into ``dest``; return the commit it starts from."""
+    def fetch_workspace(self, project_id: str, dest: Path, gitdir: Path) -> str:
+        """Check the project's workspace out into ``dest``; return the commit it starts from.
+
+        The worker's own repository is ``gitdir``, outside what the sandbox can write. ``dest``
+        gets a plain clone of its own, for the agent's use; the host never reads that one.
+        """
         with tempfile.TemporaryDirectory(prefix="raas-fetch-") as tmp:
             bundle = Path(tmp) / "workspace.bundle"
             try:
@@ -40,24 +44,27 @@ class CoordinatorClient:
             except httpx.HTTPError as exc:
                 msg = f"could not fetch the workspace of {project_id} from the coordinator: {exc}"
                 raise ServiceUnavailable(msg) from exc
-            if dest.exists():
-                shutil.rmtree(dest)
-            git(dest.parent, "clone", "-q", "--branch", "main", str(bundle), str(dest))
+            for path in (dest, gitdir):
+                if path.exists():
+                    shutil.rmtree(path)
+            git(dest.parent, "clone", "-q", "--bare", "--branch", "main", str(bundle), str(gitdir))
+        git(dest.parent, "clone", "-q", "--no-hardlinks", str(gitdir), str(dest))
         git(dest, "remote", "remove", "origin")
-        return head(dest)
+        git(dest, "reset", "-q", gitdir=gitdir)  # the host's index, against the checked-out files
+        return head(dest, gitdir)
 
     def push_workspace(
-        self, project_id: str, iteration_id: str, attempt: int, workdir: Path, base_sha: str
+        self, project_id: str, iteration_id: str, attempt: int, gitdir: Path, base_sha: str
     ) -> WorkspaceReport:
         """Send the commits made since ``base_sha``; the coordinator moves ``main`` to them."""
-        new_sha = head(workdir)
+        new_sha = git(gitdir, "rev-parse", "HEAD")
         if new_sha == base_sha:
             return WorkspaceReport(sha=base_sha, files_changed=[])
         with tempfile.TemporaryDirectory(prefix="raas-push-") as tmp:
             bundle = Path(tmp) / "iteration.bundle"
             # A ref of our own: the agent may have switched branches inside the sandbox.
-            git(workdir, "update-ref", f"refs/heads/{RESULT_REF}", new_sha)
-            git(workdir, "bundle", "create", "-q", str(bundle), f"{base_sha}..{RESULT_REF}")
+            git(gitdir, "update-ref", f"refs/heads/{RESULT_REF}", new_sha)
+            git(gitdir, "bundle", "create", "-q", str(bundle), f"{base_sha}..{RESULT_REF}")
             try:
                 resp = self._http.post(
                     f"/v1/projects/{project_id}/iterations/{iteration_id}/workspace",

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from shared import events
+from shared.errors import InvalidInput
 from shared.events import EventBus
 from shared.git import commit_all
 from shared.models import ErrorKind
+from shared.scud import write_back
 from shared.settings import Settings
 from workers import llm, records
 from workers.coordinator_client import CoordinatorClient
@@ -61,6 +63,35 @@ def sandbox_labels(claim: Claim, worker: str, cluster: str) -> dict[str, str]:
         "raas.attempt": str(claim.attempt),
         "raas.worker": worker,
     }
+
+
+def finishes_task(claim: Claim) -> bool:
+    """Whether this agent completing means its task is done (the validator decides in a pipeline)."""
+    if claim.depth > 0 or claim.category == "planner":
+        return False
+    if claim.config.workflow == "pipeline":
+        return claim.category == "validator"
+    return True
+
+
+def record_scud_status(claim: Claim, workdir: Path) -> None:
+    """Mark the task done in the user's SCUD file, as part of this iteration's commit.
+
+    The file is in the agent's reach: a symlink (or a path leading out) is refused rather than
+    written through, since this runs on the host.
+    """
+    relative = claim.config.scud_file
+    if not relative or not claim.task_key:
+        return
+    target = workdir / relative
+    root = workdir.resolve()
+    if target.is_symlink() or not target.is_file() or root not in target.resolve().parents:
+        log.warning("not writing SCUD status: %s is not a plain file in the workspace", relative)
+        return
+    try:
+        write_back(target, {claim.task_key: "D"})
+    except InvalidInput:
+        log.warning("not writing SCUD status of %s: the file no longer parses", claim.task_key, exc_info=True)
 
 
 class SandboxFactory(Protocol):
@@ -146,13 +177,15 @@ class IterationRunner:
 
     def _execute(self, claim: Claim, emit: Emit) -> Outcome:
         workdir = self.settings.scratch_dir() / f"{claim.iteration_id}-{claim.attempt}"
+        # The host's repository lives beside the sandbox's mount, never in it.
+        gitdir = workdir.with_name(workdir.name + ".git")
         workdir.parent.mkdir(parents=True, exist_ok=True)
         coordinator = CoordinatorClient(
             self.settings.coordinator_url, self.settings.api_token.get_secret_value()
         )
         outcome = Outcome()
         try:
-            outcome.base_sha = coordinator.fetch_workspace(claim.project_id, workdir)
+            outcome.base_sha = coordinator.fetch_workspace(claim.project_id, workdir, gitdir)
             outcome.commit_sha = outcome.base_sha
             try:
                 result = self._session(claim, workdir, emit)
@@ -161,15 +194,18 @@ class IterationRunner:
                 outcome.error, outcome.error_kind = str(failure), failure.kind
             if claim.parallel:
                 return outcome  # a parallel agent's copy is thrown away; its report is what counts
+            if outcome.completed_task and finishes_task(claim):
+                record_scud_status(claim, workdir)
             # Work done before a failure is kept: the next iteration starts from it.
             commit_all(
                 workdir,
                 f"Iteration {claim.number}: {claim.task_title}",
                 f"agent-{claim.agent_id}",
                 f"agent-{claim.agent_id}@constellation.local",
+                gitdir=gitdir,
             )
             report = coordinator.push_workspace(
-                claim.project_id, claim.iteration_id, claim.attempt, workdir, outcome.base_sha
+                claim.project_id, claim.iteration_id, claim.attempt, gitdir, outcome.base_sha
             )
             outcome.commit_sha, outcome.files_changed = report.sha, report.files_changed
         except Exception as exc:
@@ -179,6 +215,7 @@ class IterationRunner:
         finally:
             coordinator.close()
             shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(gitdir, ignore_errors=True)
         return outcome
 
     def _session(self, claim: Claim, workdir: Path, emit: Emit) -> SessionResult:

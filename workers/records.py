@@ -47,6 +47,7 @@ class Claim:
     task_description: str
     config: ProjectConfig
     category: str = "builder"
+    task_key: str | None = None
     parallel: bool = False
     depth: int = 0
     agent_prompt: str | None = None
@@ -111,6 +112,7 @@ def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | N
             task_description=task.description if task else "",
             config=ProjectConfig.model_validate(project.config),
             category=agent.category,
+            task_key=task.key if task else None,
             parallel=agent.parallel,
             depth=agent.depth,
             agent_prompt=agent.prompt,

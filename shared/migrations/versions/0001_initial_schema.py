@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 17:25:11.120872
+Create Date: 2026-11-22 17:39:44.248471
 """
 
 from alembic import op
