@@ -239,3 +239,48 @@ def test_graph_shows_tasks_by_wave_and_agents_with_their_parents(
     assert roots[0].last_output is not None
     assert "spawned" in roots[0].last_output
     assert [(e.parent, e.child) for e in graph.edges] == [(roots[0].id, subs[0].id)]
+
+
+SCUD_GRAPH = """# SCUD Graph v1
+# Phase: api
+
+@meta {
+  name api
+}
+
+@nodes
+# id | title | status | complexity | priority
+1 | Schema | D | 2 | H
+2 | Endpoints \\| routes | P | 3 | M
+3 | Docs | P | 1 | L
+
+@edges
+# dependent -> dependency
+2 -> 1
+3 -> 2
+"""
+
+
+def test_a_scud_graph_runs_its_open_tasks_and_marks_them_done(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    import subprocess
+
+    with engine({"responses": [COMPLETE], "when_exhausted": "repeat_last"}, tmp_path) as eng:
+        project_id = eng.submit(files={".scud/tasks/tasks.scg": SCUD_GRAPH})
+        eng.run_to_end(project_id)
+        with session_scope() as session:
+            tasks = {
+                t.key: t.status for t in session.scalars(select(Task).where(Task.project_id == project_id))
+            }
+        repo = eng.settings.workspaces_dir() / f"{project_id}.git"
+        written = subprocess.run(
+            ["git", "-C", str(repo), "show", "main:.scud/tasks/tasks.scg"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    assert tasks == {"api:2": TaskStatus.COMPLETED, "api:3": TaskStatus.COMPLETED}  # 1 was already done
+    assert "2 | Endpoints \\| routes | D" in written
+    assert "3 | Docs | D" in written
+    assert _project(project_id).status == ProjectStatus.COMPLETED
