@@ -80,7 +80,9 @@ def with_scud_tasks(root: Path, config: ProjectConfig) -> ProjectConfig:
         raise InvalidInput(msg) from exc
 
 
-def create_project(workspaces_dir: Path, archive: Path, name: str | None, bus: EventBus) -> ProjectOut:
+def create_project(
+    workspaces_dir: Path, archive: Path, name: str | None, bus: EventBus, *, tenant_id: str | None = None
+) -> ProjectOut:
     """Validate an uploaded project, create its workspace repository and its row.
 
     Nothing is written unless the whole upload is valid.
@@ -94,6 +96,7 @@ def create_project(workspaces_dir: Path, archive: Path, name: str | None, bus: E
             (root / service_file).unlink(missing_ok=True)
         project = Project(
             id=new_id(),
+            tenant_id=tenant_id,
             name=config.name or name or "project",
             prompt=prompt,
             config=config.model_dump(mode="json"),
@@ -160,9 +163,13 @@ def get_project(project_id: str) -> ProjectOut:
         return ProjectOut.model_validate(get_project_row(session, project_id))
 
 
-def list_projects(limit: int = 100) -> list[ProjectOut]:
+def list_projects(limit: int = 100, *, tenant_id: str | None = None) -> list[ProjectOut]:
+    """The newest projects: a tenant's own, or (tenant_id None, the cluster) everyone's."""
+    query = select(Project).order_by(Project.created_at.desc()).limit(limit)
+    if tenant_id is not None:
+        query = query.where(Project.tenant_id == tenant_id)
     with session_scope() as session:
-        rows = session.scalars(select(Project).order_by(Project.created_at.desc()).limit(limit))
+        rows = session.scalars(query)
         return [ProjectOut.model_validate(p) for p in rows]
 
 

@@ -100,10 +100,34 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, Decimal: Money}
 
 
+class Tenant(Base):
+    """Who owns projects: a team. Its members' tokens see only its projects."""
+
+    __tablename__ = "tenants"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    submissions_per_hour: Mapped[int] = mapped_column(Integer, default=60)
+    created_at: Mapped[datetime] = _ts(nullable=False)
+
+
+class ApiToken(Base):
+    """A tenant's API token, stored as its SHA-256: a leaked database leaks no usable token."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = _ts(nullable=False)
+
+
 class Project(Base):
     __tablename__ = "projects"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    # None: created with the cluster token (operators, embedded runs).
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
     name: Mapped[str] = mapped_column(String(200))
     prompt: Mapped[str] = mapped_column(Text)
     config: Mapped[dict[str, Any]]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +10,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Request
 
 from orchestrator.dispatch import Dispatcher
-from shared.errors import InvalidInput, Unauthorized
+from orchestrator.tenants import Principal, authenticate, authorize
+from shared.errors import InvalidInput
 from shared.events import EventBus
 from shared.settings import Settings
 
@@ -34,20 +34,24 @@ def context(request: Request) -> Context:
     return ctx
 
 
-def require_token(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
-    expected = context(request).settings.api_token.get_secret_value().encode()
+def principal(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
+    """Who calls (from the bearer token); a route naming a project checks it may see it."""
     scheme, _, given = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), expected):
-        msg = "missing or wrong API token; set RAAS_API_TOKEN to the coordinator's token"
-        raise Unauthorized(msg)
+    cluster_token = context(request).settings.api_token.get_secret_value()
+    caller = authenticate(given if scheme.lower() == "bearer" else "", cluster_token)
+    project_id = request.path_params.get("project_id")
+    if project_id is not None:
+        authorize(caller, project_id)
+    return caller
 
 
 Ctx = Annotated[Context, Depends(context)]
+Caller = Annotated[Principal, Depends(principal)]
 
 
 def authed_router() -> APIRouter:
-    """A router under /v1 whose every route needs the bearer token."""
-    return APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
+    """A router under /v1 whose every route needs a token, and a project's owner for its routes."""
+    return APIRouter(prefix="/v1", dependencies=[Depends(principal)])
 
 
 async def save_body(request: Request, limit_bytes: int) -> Path:

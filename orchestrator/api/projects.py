@@ -15,10 +15,11 @@ from pydantic import BaseModel
 from starlette.background import BackgroundTask
 
 from orchestrator import costs, graph, lifecycle, projects, scheduler, workspace
-from orchestrator.api.deps import Ctx, authed_router, save_body
+from orchestrator.api.deps import Caller, Ctx, authed_router, save_body
 from orchestrator.costs import CostReport
 from orchestrator.follow import follow
 from orchestrator.graph import ProjectGraph
+from orchestrator.tenants import check_submission_rate
 from shared.errors import InvalidInput
 from shared.schemas import EventOut, ProjectDetail, ProjectOut, WorkspaceReport
 
@@ -26,17 +27,18 @@ router = authed_router()
 
 
 @router.post("/projects", status_code=201)
-async def create_project(request: Request, ctx: Ctx, name: str | None = None) -> ProjectOut:
+async def create_project(request: Request, ctx: Ctx, caller: Caller, name: str | None = None) -> ProjectOut:
+    check_submission_rate(caller)
     body = await save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
-        return projects.create_project(ctx.workspaces_dir, body, name, ctx.bus)
+        return projects.create_project(ctx.workspaces_dir, body, name, ctx.bus, tenant_id=caller.tenant_id)
     finally:
         body.unlink(missing_ok=True)
 
 
 @router.get("/projects")
-def list_projects() -> list[ProjectOut]:
-    return projects.list_projects()
+def list_projects(caller: Caller) -> list[ProjectOut]:
+    return projects.list_projects(tenant_id=caller.tenant_id)
 
 
 @router.post("/projects/{project_id}/start")

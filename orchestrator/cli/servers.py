@@ -82,3 +82,28 @@ def scripted_model(
     from workers.scripted_model.server import serve
 
     serve(script, host=host, port=port, log_path=log)
+
+
+tenant_app = typer.Typer(help="Tenants and their tokens (run where the coordinator's database is).")
+app.add_typer(tenant_app, name="tenant")
+
+
+@tenant_app.command("add")
+def tenant_add(
+    name: Annotated[str, typer.Argument(help="The tenant's name.")],
+    submissions_per_hour: Annotated[int, typer.Option(help="Projects it may submit per hour.")] = 60,
+) -> None:
+    """Create a tenant and print its first token (shown once; only its hash is stored)."""
+    from orchestrator.tenants import create_tenant
+
+    tenant_id, token = create_tenant(name, submissions_per_hour)
+    err.print(f"tenant {name} ({tenant_id}); its token, shown once:", highlight=False)
+    sys.stdout.write(token + "\n")
+
+
+@tenant_app.command("token")
+def tenant_token(name: Annotated[str, typer.Argument(help="The tenant's name.")]) -> None:
+    """Print a new token for a tenant (shown once; only its hash is stored)."""
+    from orchestrator.tenants import issue_token
+
+    sys.stdout.write(issue_token(name) + "\n")

@@ -1,0 +1,106 @@
+"""Tenancy and auth: every endpoint but health needs a token; a tenant sees only its projects
+(another tenant's id answers 404, like an unknown one); submissions are rate-limited per tenant;
+tokens are stored hashed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from orchestrator.tenants import create_tenant
+from shared.db import session_scope
+from shared.models import ApiToken
+from tests.harness import Engine, engine, pack
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
+
+IDLE = {"responses": [{"content": [{"type": "text", "text": "idle"}]}], "when_exhausted": "repeat_last"}
+
+
+_OPEN: list[httpx.Client] = []
+
+
+@pytest.fixture
+def eng(services: dict[str, str], tmp_path: Path) -> Iterator[Engine]:
+    with engine(IDLE, tmp_path) as running:
+        yield running
+        while _OPEN:
+            _OPEN.pop().close()
+
+
+def _client(eng: Engine, token: str | None) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    client = httpx.Client(base_url=eng.settings.coordinator_url, headers=headers, timeout=20)
+    _OPEN.append(client)
+    return client
+
+
+def _submit(client: httpx.Client) -> httpx.Response:
+    body = pack({"PROMPT.md": "Do it.\n", "raas.toml": ""})
+    return client.post("/v1/projects", content=body, params={"name": "t"})
+
+
+def test_every_endpoint_but_health_needs_a_token(eng: Engine) -> None:
+    spec = httpx.get(f"{eng.settings.coordinator_url}/openapi.json", timeout=20).json()
+    anonymous = _client(eng, None)
+    checked = 0
+    for path, methods in spec["paths"].items():
+        concrete = re.sub(r"\{[^}]+\}", "x", path)
+        for method in methods:
+            response = anonymous.request(method.upper(), concrete)
+            if path in ("/healthz", "/metrics"):
+                assert response.status_code == 200
+                continue
+            assert response.status_code == 401, (method, path, response.status_code)
+            assert "API token" in response.json()["detail"]
+            checked += 1
+    assert checked >= 10
+
+
+def test_a_tenant_sees_only_its_own_projects(eng: Engine) -> None:
+    _, token_a = create_tenant(f"alpha-{eng.tmp.name}")
+    _, token_b = create_tenant(f"beta-{eng.tmp.name}")
+    alpha, beta = _client(eng, token_a), _client(eng, token_b)
+    mine = _submit(alpha).json()["id"]
+
+    assert alpha.get(f"/v1/projects/{mine}").status_code == 200
+    theirs = beta.get(f"/v1/projects/{mine}")
+    unknown = beta.get("/v1/projects/doesnotexist")
+    assert theirs.status_code == unknown.status_code == 404
+    assert theirs.json()["detail"] == unknown.json()["detail"].replace("doesnotexist", mine)
+    for verb in ("start", "pause", "stop"):
+        assert beta.post(f"/v1/projects/{mine}/{verb}").status_code == 404
+    assert beta.get(f"/v1/projects/{mine}/workspace.bundle").status_code == 404
+    assert [p["id"] for p in beta.get("/v1/projects").json()] == []
+    assert [p["id"] for p in alpha.get("/v1/projects").json()] == [mine]
+    # the cluster's own token (operators, workers) sees it
+    cluster = _client(eng, eng.settings.api_token.get_secret_value())
+    assert cluster.get(f"/v1/projects/{mine}").status_code == 200
+
+
+def test_submissions_are_rate_limited_per_tenant(eng: Engine) -> None:
+    _, token = create_tenant(f"busy-{eng.tmp.name}", submissions_per_hour=2)
+    _, other_token = create_tenant(f"calm-{eng.tmp.name}", submissions_per_hour=2)
+    busy = _client(eng, token)
+    assert [_submit(busy).status_code for _ in range(2)] == [201, 201]
+    refused = _submit(busy)
+    assert refused.status_code == 429
+    assert "limit 2" in refused.json()["detail"]
+    assert _submit(_client(eng, other_token)).status_code == 201  # another tenant is not affected
+
+
+def test_tokens_are_stored_only_as_hashes(eng: Engine) -> None:
+    tenant_id, token = create_tenant(f"hashed-{eng.tmp.name}")
+    with session_scope() as session:
+        stored = session.scalars(select(ApiToken.token_sha256).where(ApiToken.tenant_id == tenant_id)).all()
+    assert len(stored) == 1
+    assert token not in stored[0]
+    assert len(stored[0]) == 64
+    assert _client(eng, token).get("/v1/projects").status_code == 200
+    assert _client(eng, stored[0]).get("/v1/projects").status_code == 401  # the hash is no token
