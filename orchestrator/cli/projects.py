@@ -129,9 +129,6 @@ def budget(
     except InvalidOperation as exc:
         msg = f"--limit {limit!r} is not an amount of USD; pass e.g. --limit 10"
         raise InvalidInput(msg) from exc
-    if not amount.is_finite() or amount < 0:
-        msg = f"--limit {limit} is not a positive amount of USD; pass e.g. --limit 10"
-        raise InvalidInput(msg)
     project = api().set_budget(project_id, str(amount))
     if as_json:
         print_json(project)

@@ -4,6 +4,7 @@ nothing written (no project row, no workspace repository, no event).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from sqlalchemy import func, select
 
 from shared.db import session_scope
-from shared.models import Event, Project
+from shared.models import Event, Project, ProjectStatus
 from tests.stack import ROOT_DIR, Stack
 
 pytestmark = [pytest.mark.e2e]
@@ -107,3 +108,66 @@ def test_unreachable_coordinator_is_a_clear_error(coordinator: Stack) -> None:
     finally:
         coordinator.env["RAAS_COORDINATOR_URL"] = url
     _assert_one_line_error(result, "does not answer")
+
+
+def _api_detail(stack: Stack, method: str, path: str, **kwargs: object) -> tuple[int, str]:
+    url = f"http://127.0.0.1:{stack.coordinator_port}{path}"
+    headers = {"Authorization": f"Bearer {stack.env['RAAS_API_TOKEN']}"}
+    response = httpx.request(method, url, headers=headers, timeout=10, **kwargs)  # type: ignore[arg-type]
+    return response.status_code, response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("toml", "fragments"),
+    [
+        (
+            '[[tasks]]\nid = "a"\ntitle = "a"\ndepends_on = ["b"]\n[[tasks]]\nid = "b"\ntitle = "b"\n'
+            'depends_on = ["a"]\n',
+            ["cycle", "a -> b -> a"],
+        ),
+        ('[[tasks]]\nid = "a"\ntitle = "a"\ndepends_on = ["zz"]\n', ["depends on unknown task 'zz'"]),
+        ('[[tasks]]\nid = "a"\ntitle = "a"\ncategory = "wizard"\n', ["unknown category 'wizard'"]),
+        ('workflow = "waterfall"\n', ["workflow", "waterfall"]),
+    ],
+)
+def test_bad_task_graph_or_workflow_is_refused_by_cli_and_api_alike(
+    coordinator: Stack, tmp_path: Path, toml: str, fragments: list[str]
+) -> None:
+    before = _state(coordinator)
+    (tmp_path / "PROMPT.md").write_text("do it\n")
+    (tmp_path / "raas.toml").write_text(toml)
+    result = coordinator.cli("submit", str(tmp_path))
+    _assert_one_line_error(result, *fragments)
+    from orchestrator.client import pack_directory
+
+    status, detail = _api_detail(coordinator, "POST", "/v1/projects", content=pack_directory(tmp_path))
+    assert status == 422
+    assert result.stderr.strip() == f"error: {detail}"
+    assert _state(coordinator) == before
+
+
+def test_negative_budget_resume_of_a_completed_project_and_pause_of_a_missing_one(coordinator: Stack) -> None:
+    # Given a project that has completed
+    created = coordinator.cli("submit", str(ROOT_DIR / "examples/hello"), "--no-start", "--json")
+    assert created.returncode == 0, created.stderr
+    project_id = json.loads(created.stdout)["id"]
+    with session_scope() as session:
+        session.get_one(Project, project_id).status = ProjectStatus.COMPLETED
+    before = _state(coordinator)
+
+    cases = [
+        (["budget", project_id, "--limit", "-5"], "not a positive amount"),
+        (["resume", project_id], "is completed; only a paused project can be resumed"),
+        (["pause", "nosuchproject"], "no project 'nosuchproject'"),
+    ]
+    for args, fragment in cases:
+        _assert_one_line_error(coordinator.cli(*args), fragment)
+    assert (
+        _api_detail(coordinator, "PUT", f"/v1/projects/{project_id}/budget", json={"limit_usd": "-5"})[0]
+        == 422
+    )
+    status, detail = _api_detail(coordinator, "POST", f"/v1/projects/{project_id}/resume")
+    assert status == 409
+    assert "only a paused project can be resumed" in detail
+    assert _api_detail(coordinator, "POST", "/v1/projects/nosuchproject/pause")[0] == 404
+    assert _state(coordinator) == before
