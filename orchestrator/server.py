@@ -12,11 +12,13 @@ from orchestrator.api import create_app
 from orchestrator.dispatch import CeleryDispatcher
 from orchestrator.reconcile import Reconciler
 from shared.celery_app import COORDINATOR_QUEUE, app
+from shared.errors import InvalidInput
 from shared.events import RedisBus
 from shared.migrate import upgrade
-from shared.settings import get_settings
+from shared.settings import DEV_TOKEN, get_settings
 
 log = logging.getLogger(__name__)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _terminate(task_id: str) -> None:
@@ -31,6 +33,9 @@ def run_coordinator(host: str, port: int, concurrency: int = 4) -> None:
     the API stops when the consumer does.
     """
     settings = get_settings()
+    if host not in LOOPBACK and settings.api_token.get_secret_value() == DEV_TOKEN:
+        msg = f"refusing to listen on {host} with the default API token; set RAAS_API_TOKEN to a secret"
+        raise InvalidInput(msg)
     upgrade(settings.database_url)
     settings.workspaces_dir().mkdir(parents=True, exist_ok=True)
     dispatcher, bus = CeleryDispatcher(app), RedisBus(settings.redis_url)

@@ -15,6 +15,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.errors import InvalidInput
 
+# Good enough on loopback; the coordinator refuses to listen anywhere else with it.
+DEV_TOKEN = "dev-token"
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAAS_", extra="ignore")
@@ -31,7 +34,7 @@ class Settings(BaseSettings):
         default="http://127.0.0.1:8700", description="Where the CLI and the workers reach the coordinator."
     )
     api_token: SecretStr = Field(
-        default=SecretStr("dev-token"),
+        default=SecretStr(DEV_TOKEN),
         description="Bearer token the coordinator requires and the CLI and workers send.",
     )
     data_dir: Path = Field(

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The benchmarks (not part of the test run): each prints its figures as ratios against the raw
+# baseline measured in the same run. Arguments go to every benchmark (e.g. --help).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$ROOT/scripts/setup.sh"
+cd "$ROOT"
+PY="${RAAS_VENV:-$ROOT/.venv}/bin/python"
+for bench in bench_sandbox bench_coordinator bench_load; do
+    echo "== $bench"
+    "$PY" -m "tests.benchmarks.$bench" "$@"
+done
