@@ -49,7 +49,13 @@ class Settings(BaseSettings):
         description="Where `raas run` executes tools: docker, local (no isolation), or auto "
         "(docker when an engine answers and has the image, else local).",
     )
-    worker_name: str = Field(default="", description="Worker node name; empty means celery's default.")
+    warm_pool_size: int = Field(
+        default=0, ge=0, description="Pre-started sandboxes per worker process (0: start one per iteration)."
+    )
+    worker_name: str = Field(
+        default="",
+        description="The worker's Celery node name (`raas worker --name` wins); empty: iterations@HOST.",
+    )
     heartbeat_interval_s: float = Field(default=5.0, description="How often a running iteration beats.")
     max_iteration_attempts: int = Field(
         default=3, description="An iteration whose worker died this many times is failed, not re-run."

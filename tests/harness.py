@@ -27,6 +27,7 @@ from tests.stack import free_port
 from workers.iteration import IterationRunner
 from workers.ratelimit import RateLimiter
 from workers.records import Claim
+from workers.sandbox.pool import SandboxPool
 from workers.scripted_model.script import Script
 from workers.scripted_model.server import ScriptedModelServer
 
@@ -87,9 +88,10 @@ class Engine:
     tmp: Path
 
     limiter: RateLimiter | None = None
+    pool: SandboxPool | None = None
 
     def runner(self, worker: str = "test-worker") -> IterationRunner:
-        return IterationRunner(self.settings, self.bus, worker, limiter=self.limiter)
+        return IterationRunner(self.settings, self.bus, worker, limiter=self.limiter, pool=self.pool)
 
     def submit(
         self, prompt: str = "Do the task.", raas_toml: str = "", files: dict[str, str] | None = None

@@ -18,6 +18,19 @@ from shared.schemas import WorkspaceReport
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 
 
+def _move_contents(source: Path, dest: Path) -> None:
+    """Fill ``dest`` with ``source``'s entries, keeping ``dest`` itself: it may already be
+    bind-mounted into a (warm) sandbox, which would not see a directory put in its place."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for leftover in dest.iterdir():
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover)
+        else:
+            leftover.unlink()
+    for entry in source.iterdir():
+        shutil.move(str(entry), dest / entry.name)
+
+
 class CoordinatorClient:
     def __init__(self, base_url: str, token: str) -> None:
         self._http = httpx.Client(
@@ -44,12 +57,13 @@ class CoordinatorClient:
             except httpx.HTTPError as exc:
                 msg = f"could not fetch the workspace of {project_id} from the coordinator: {exc}"
                 raise ServiceUnavailable(msg) from exc
-            for path in (dest, gitdir):
-                if path.exists():
-                    shutil.rmtree(path)
-            git(dest.parent, "clone", "-q", "--bare", "--branch", "main", str(bundle), str(gitdir))
-        git(dest.parent, "clone", "-q", "--no-hardlinks", str(gitdir), str(dest))
-        git(dest, "remote", "remove", "origin")
+            if gitdir.exists():
+                shutil.rmtree(gitdir)
+            git(gitdir.parent, "clone", "-q", "--bare", "--branch", "main", str(bundle), str(gitdir))
+            checkout = Path(tmp) / "checkout"
+            git(Path(tmp), "clone", "-q", "--no-hardlinks", str(gitdir), str(checkout))
+            git(checkout, "remote", "remove", "origin")
+            _move_contents(checkout, dest)
         git(dest, "reset", "-q", gitdir=gitdir)  # the host's index, against the checked-out files
         return head(dest, gitdir)
 

@@ -11,6 +11,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,6 +29,7 @@ from workers.reaping import cluster_id
 from workers.records import Claim, Outcome
 from workers.sandbox.base import Sandbox, SandboxLimits
 from workers.sandbox.docker import DockerSandbox
+from workers.sandbox.pool import SandboxPool
 from workers.session import AgentSession, Emit, SessionFailure, SessionResult
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,26 @@ def record_scud_status(claim: Claim, workdir: Path) -> None:
         log.warning("not writing SCUD status of %s: the file no longer parses", claim.task_key, exc_info=True)
 
 
+@dataclass
+class Lease:
+    """What an iteration holds while it runs; ``release`` gives every part of it back."""
+
+    workdir: Path
+    gitdir: Path
+    base_sha: str
+    sandbox: Sandbox | None = None
+
+    def take_sandbox(self) -> Sandbox | None:
+        sandbox, self.sandbox = self.sandbox, None
+        return sandbox
+
+    def release(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        shutil.rmtree(self.gitdir, ignore_errors=True)
+
+
 class SandboxFactory(Protocol):
     def __call__(
         self, workdir: Path, limits: SandboxLimits, labels: dict[str, str], name: str
@@ -119,12 +141,14 @@ class IterationRunner:
         worker_name: str,
         sandbox_factory: SandboxFactory | None = None,
         limiter: RateLimiter | None = None,
+        pool: SandboxPool | None = None,
     ) -> None:
         self.settings = settings
         self.bus = bus
         self.worker_name = worker_name
         self.start_sandbox = sandbox_factory or docker_sandbox(settings.sandbox_image)
         self.limiter = limiter
+        self.pool = pool
 
     def _emitter(self, claim: Claim) -> Emit:
         def emit(type_: str, data: dict[str, Any]) -> None:
@@ -176,36 +200,33 @@ class IterationRunner:
         return claim
 
     def _execute(self, claim: Claim, emit: Emit) -> Outcome:
-        workdir = self.settings.scratch_dir() / f"{claim.iteration_id}-{claim.attempt}"
-        # The host's repository lives beside the sandbox's mount, never in it.
-        gitdir = workdir.with_name(workdir.name + ".git")
-        workdir.parent.mkdir(parents=True, exist_ok=True)
         coordinator = CoordinatorClient(
             self.settings.coordinator_url, self.settings.api_token.get_secret_value()
         )
         outcome = Outcome()
+        lease: Lease | None = None
         try:
-            outcome.base_sha = coordinator.fetch_workspace(claim.project_id, workdir, gitdir)
-            outcome.commit_sha = outcome.base_sha
+            lease = self._lease(claim, coordinator)
+            outcome.base_sha = outcome.commit_sha = lease.base_sha
             try:
-                result = self._session(claim, workdir, emit)
+                result = self._session(claim, lease, emit)
                 outcome.completed_task, outcome.summary = result.completed, result.summary
             except SessionFailure as failure:
                 outcome.error, outcome.error_kind = str(failure), failure.kind
             if claim.parallel:
                 return outcome  # a parallel agent's copy is thrown away; its report is what counts
             if outcome.completed_task and finishes_task(claim):
-                record_scud_status(claim, workdir)
+                record_scud_status(claim, lease.workdir)
             # Work done before a failure is kept: the next iteration starts from it.
             commit_all(
-                workdir,
+                lease.workdir,
                 f"Iteration {claim.number}: {claim.task_title}",
                 f"agent-{claim.agent_id}",
                 f"agent-{claim.agent_id}@constellation.local",
-                gitdir=gitdir,
+                gitdir=lease.gitdir,
             )
             report = coordinator.push_workspace(
-                claim.project_id, claim.iteration_id, claim.attempt, gitdir, outcome.base_sha
+                claim.project_id, claim.iteration_id, claim.attempt, lease.gitdir, lease.base_sha
             )
             outcome.commit_sha, outcome.files_changed = report.sha, report.files_changed
         except Exception as exc:
@@ -214,15 +235,30 @@ class IterationRunner:
             outcome.error_kind = ErrorKind.INTERNAL
         finally:
             coordinator.close()
-            shutil.rmtree(workdir, ignore_errors=True)
-            shutil.rmtree(gitdir, ignore_errors=True)
+            if lease is not None:
+                lease.release()
         return outcome
 
-    def _session(self, claim: Claim, workdir: Path, emit: Emit) -> SessionResult:
+    def _lease(self, claim: Claim, coordinator: CoordinatorClient) -> Lease:
+        """The iteration's workspace, checked out, and (from the warm pool) its sandbox."""
+        workdir = self.settings.scratch_dir() / f"{claim.iteration_id}-{claim.attempt}"
+        # The host's repository lives beside the sandbox's mount, never in it.
+        gitdir = workdir.with_name(workdir.name + ".git")
+        workdir.parent.mkdir(parents=True, exist_ok=True)
+        limits = SandboxLimits.model_validate(claim.config.sandbox.model_dump())
+        if self.pool is None or self.pool.limits != limits:
+            return Lease(workdir, gitdir, coordinator.fetch_workspace(claim.project_id, workdir, gitdir))
+        fetched: list[str] = []
+        sandbox = self.pool.acquire(
+            lambda warm: fetched.append(coordinator.fetch_workspace(claim.project_id, warm, gitdir))
+        )
+        return Lease(sandbox.host_workspace, gitdir, fetched[0], sandbox)
+
+    def _session(self, claim: Claim, lease: Lease, emit: Emit) -> SessionResult:
         if claim.category == "validator" and claim.config.check_command:
-            return self._check(claim, workdir, emit)
+            return self._check(claim, lease, emit)
         client = llm.make_client(self.settings)
-        sandbox = self._sandbox(claim, workdir)
+        sandbox = lease.take_sandbox() or self._sandbox(claim, lease.workdir)
         try:
             return AgentSession(claim, sandbox, client, emit, limiter=self.limiter).run()
         finally:
@@ -238,10 +274,10 @@ class IterationRunner:
             f"raas-{claim.iteration_id}-{claim.attempt}",
         )
 
-    def _check(self, claim: Claim, workdir: Path, emit: Emit) -> SessionResult:
+    def _check(self, claim: Claim, lease: Lease, emit: Emit) -> SessionResult:
         """The validator gate: the project's check command in the sandbox; exit 0 passes."""
         command = claim.config.check_command or ""
-        sandbox = self._sandbox(claim, workdir)
+        sandbox = lease.take_sandbox() or self._sandbox(claim, lease.workdir)
         try:
             result = sandbox.run(command)
         finally:

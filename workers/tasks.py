@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
+import secrets
 import socket
 from functools import lru_cache
 
@@ -16,6 +18,9 @@ from workers import records
 from workers.iteration import IterationRunner
 from workers.llm import PLACEHOLDER_KEY
 from workers.ratelimit import ProviderLimits, RateLimiter, key_fingerprint
+from workers.reaping import cluster_id
+from workers.sandbox.base import SandboxLimits
+from workers.sandbox.pool import SandboxPool
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +28,30 @@ log = logging.getLogger(__name__)
 @lru_cache(maxsize=1)
 def _runner(worker_name: str) -> IterationRunner:
     settings = get_settings()
-    return IterationRunner(settings, RedisBus(settings.redis_url), worker_name, limiter=_limiter(settings))
+    return IterationRunner(
+        settings,
+        RedisBus(settings.redis_url),
+        worker_name,
+        limiter=_limiter(settings),
+        pool=_pool(settings, worker_name),
+    )
+
+
+def _pool(settings: Settings, worker_name: str) -> SandboxPool | None:
+    """Warm sandboxes (default limits) for this worker process, when RAAS_WARM_POOL_SIZE > 0."""
+    if settings.warm_pool_size <= 0:
+        return None
+    labels = {"raas.cluster": cluster_id(settings.database_url), "raas.worker": worker_name}
+    pool = SandboxPool(
+        size=settings.warm_pool_size,
+        image=settings.sandbox_image,
+        limits=SandboxLimits(),
+        labels=labels,
+        name_prefix=f"raas-pool-{secrets.token_hex(4)}",
+        scratch_dir=settings.scratch_dir() / "pool",
+    )
+    atexit.register(pool.close)
+    return pool
 
 
 def _limiter(settings: Settings) -> RateLimiter:
