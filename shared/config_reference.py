@@ -1,7 +1,7 @@
 """The configuration reference in the README, generated from the models so it cannot drift.
 
-``python -m shared.config_reference`` prints the two tables; a unit test checks the README
-holds exactly what this prints.
+``python -m shared.config_reference`` prints the two tables (``--write README.md`` puts them in
+place); a unit test checks the README holds exactly what this prints.
 """
 
 from __future__ import annotations
@@ -91,5 +91,17 @@ def reference() -> str:
     )
 
 
+def rewrite(readme: Path) -> None:
+    """Replace the reference between the markers in ``readme``."""
+    text = readme.read_text(encoding="utf-8")
+    start, stop = text.index(BEGIN), text.index(END) + len(END)
+    readme.write_text(text[:start] + reference() + text[stop:], encoding="utf-8")
+
+
 if __name__ == "__main__":
-    print(reference())
+    import sys
+
+    if sys.argv[1:2] == ["--write"]:
+        rewrite(Path(sys.argv[2]))
+    else:
+        print(reference())
