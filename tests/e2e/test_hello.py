@@ -105,5 +105,11 @@ def test_hello_project_runs_to_completion_through_every_layer(stack: Stack) -> N
     bash_result = [b for b in third_call[-1]["content"] if b["type"] == "tool_result"][0]
     assert "Hello, Constellation!" in str(bash_result["content"])
 
+    # And `raas diff` shows what the iteration changed
+    diff = stack.cli("diff", project_id, "--iteration", "1")
+    assert diff.returncode == 0, diff.stderr
+    assert "+++ b/hello.py" in diff.stdout
+    assert '+print("Hello, Constellation!")' in diff.stdout
+
     # And no container is left behind
     assert _containers_of(project_id) == []
