@@ -6,9 +6,12 @@ routes of one concern in its ``router``.
 
 from __future__ import annotations
 
+from http import HTTPStatus
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from orchestrator.api import projects
 from orchestrator.api.deps import Context
@@ -34,11 +37,21 @@ async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's own refusals (an unreadable body, an unknown path or method) in the same shape."""
+    assert isinstance(exc, HTTPException)
+    name = "".join(HTTPStatus(exc.status_code).phrase.split())
+    return JSONResponse(
+        status_code=exc.status_code, content={"error": name, "detail": str(exc.detail)}, headers=exc.headers
+    )
+
+
 def create_app(settings: Settings, dispatcher: Dispatcher, bus: EventBus) -> FastAPI:
     app = FastAPI(title="Constellation coordinator", version="0.1.0")
     app.state.ctx = Context(settings=settings, dispatcher=dispatcher, bus=bus)
     app.add_exception_handler(RaasError, _raas_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(HTTPException, _http_error)
 
     @app.get("/healthz")
     def health() -> dict[str, str]:

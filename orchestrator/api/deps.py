@@ -1,13 +1,17 @@
-"""What every route needs: the context built once per app, the bearer-token check, uploads."""
+"""What every route needs: the context built once per app, the bearer-token check, uploads,
+and the error answers every authenticated route may give.
+"""
 
 from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
 
 from orchestrator.dispatch import Dispatcher
 from orchestrator.tenants import Principal, authenticate, authorize
@@ -34,11 +38,16 @@ def context(request: Request) -> Context:
     return ctx
 
 
-def principal(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
+# Declared as the OpenAPI security scheme; a missing or malformed header is our own 401 below.
+_bearer = HTTPBearer(auto_error=False, description="RAAS_API_TOKEN, or a tenant's token")
+
+
+def principal(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Principal:
     """Who calls (from the bearer token); a route naming a project checks it may see it."""
-    scheme, _, given = (authorization or "").partition(" ")
     cluster_token = context(request).settings.api_token.get_secret_value()
-    caller = authenticate(given if scheme.lower() == "bearer" else "", cluster_token)
+    caller = authenticate(credentials.credentials if credentials else "", cluster_token)
     project_id = request.path_params.get("project_id")
     if project_id is not None:
         authorize(caller, project_id)
@@ -49,9 +58,31 @@ Ctx = Annotated[Context, Depends(context)]
 Caller = Annotated[Principal, Depends(principal)]
 
 
+class ErrorOut(BaseModel):
+    """The body of every error answer: the error's class and a one-line message saying what to do."""
+
+    error: str
+    detail: str
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorOut, "description": description}
+
+
+# What shared.errors maps to (one handler, orchestrator.api), so that the schema says it too.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _error("The request body could not be read (e.g. JSON that is not UTF-8)"),
+    401: _error("No token, or one that is neither the cluster's nor a tenant's"),
+    404: _error("No such project (or another tenant's)"),
+    409: _error("The project is not in a state that allows this"),
+    422: _error("Invalid input: the message says which part and why"),
+    429: _error("The tenant submitted too many projects in the last hour"),
+}
+
+
 def authed_router() -> APIRouter:
     """A router under /v1 whose every route needs a token, and a project's owner for its routes."""
-    return APIRouter(prefix="/v1", dependencies=[Depends(principal)])
+    return APIRouter(prefix="/v1", dependencies=[Depends(principal)], responses=ERROR_RESPONSES)
 
 
 async def save_body(request: Request, limit_bytes: int) -> Path:

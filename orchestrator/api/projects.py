@@ -7,11 +7,11 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Query, Request
+from fastapi import Query, Request, Response
 from fastapi.responses import FileResponse, PlainTextResponse, StreamingResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
 from orchestrator import costs, graph, lifecycle, projects, scheduler, workspace
@@ -24,10 +24,39 @@ from shared.errors import InvalidInput
 from shared.schemas import EventOut, ProjectDetail, ProjectOut, WorkspaceReport
 
 router = authed_router()
+# The database's integer columns (event seq, iteration number, attempt) hold 32-bit values:
+# a larger one in a query is a database error, so the edge refuses it first.
+INT32_MAX = 2**31 - 1
+# Money is Numeric(14, 6): at most 8 digits before the point.
+MAX_USD = Decimal("99999999")
 
 
-@router.post("/projects", status_code=201)
-async def create_project(request: Request, ctx: Ctx, caller: Caller, name: str | None = None) -> ProjectOut:
+def _raw_body(media_type: str, description: str) -> dict[str, Any]:
+    """The schema of a body a route reads itself (streamed, not parsed by FastAPI)."""
+    content = {media_type: {"schema": {"type": "string", "format": "binary"}}}
+    return {"requestBody": {"required": True, "description": description, "content": content}}
+
+
+def _raw_answer(media_type: str, description: str) -> dict[int | str, dict[str, Any]]:
+    return {200: {"description": description, "content": {media_type: {}}}}
+
+
+def _refuse_nul(what: str, text: str) -> None:
+    # The database's text columns cannot hold NUL: say so rather than fail inside it.
+    if "\x00" in text:
+        msg = f"{what} contains a NUL byte; it must be plain text"
+        raise InvalidInput(msg)
+
+
+@router.post(
+    "/projects",
+    status_code=201,
+    openapi_extra=_raw_body("application/gzip", "The project directory as a .tar.gz (PROMPT.md at its top)"),
+)
+async def create_project(
+    request: Request, ctx: Ctx, caller: Caller, name: Annotated[str | None, Query(max_length=200)] = None
+) -> ProjectOut:
+    _refuse_nul("name", name or "")
     check_submission_rate(caller)
     body = await save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
@@ -61,7 +90,7 @@ def stop_project(project_id: str, ctx: Ctx) -> ProjectOut:
     return lifecycle.stop_project(project_id, ctx.dispatcher, ctx.bus)
 
 
-@router.put("/projects/{project_id}/prompt")
+@router.put("/projects/{project_id}/prompt", openapi_extra=_raw_body("text/markdown", "The new PROMPT.md"))
 async def set_prompt(request: Request, project_id: str, ctx: Ctx) -> ProjectOut:
     body = await request.body()
     try:
@@ -69,11 +98,12 @@ async def set_prompt(request: Request, project_id: str, ctx: Ctx) -> ProjectOut:
     except UnicodeDecodeError as exc:
         msg = "the new PROMPT.md is not UTF-8 text"
         raise InvalidInput(msg) from exc
+    _refuse_nul("the new PROMPT.md", prompt)
     return lifecycle.set_prompt(project_id, prompt, ctx.dispatcher, ctx.bus)
 
 
 class BudgetIn(BaseModel):
-    limit_usd: Decimal
+    limit_usd: Decimal = Field(le=MAX_USD)
 
 
 @router.put("/projects/{project_id}/budget")
@@ -91,9 +121,16 @@ def project_graph(project_id: str) -> ProjectGraph:
     return graph.project_graph(project_id)
 
 
-@router.get("/projects/{project_id}/diff", response_class=PlainTextResponse)
-def project_diff(project_id: str, ctx: Ctx, iteration: int | None = None) -> str:
-    return projects.project_diff(ctx.workspaces_dir, project_id, iteration)
+# response_class=Response: errors stay documented as JSON (a PlainTextResponse class would claim text).
+@router.get(
+    "/projects/{project_id}/diff",
+    response_class=Response,
+    responses=_raw_answer("text/plain", "The diff, as `git diff` prints it"),
+)
+def project_diff(
+    project_id: str, ctx: Ctx, iteration: Annotated[int | None, Query(ge=0, le=INT32_MAX)] = None
+) -> PlainTextResponse:
+    return PlainTextResponse(projects.project_diff(ctx.workspaces_dir, project_id, iteration))
 
 
 @router.get("/projects/{project_id}")
@@ -101,9 +138,16 @@ def project_status(project_id: str) -> ProjectDetail:
     return projects.project_detail(project_id)
 
 
-@router.get("/projects/{project_id}/events")
+@router.get(
+    "/projects/{project_id}/events",
+    response_class=StreamingResponse,
+    responses=_raw_answer("application/x-ndjson", "One event (EventOut) per line"),
+)
 def project_events(
-    project_id: str, ctx: Ctx, after: int = 0, live: Annotated[bool, Query(alias="follow")] = False
+    project_id: str,
+    ctx: Ctx,
+    after: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
+    live: Annotated[bool, Query(alias="follow")] = False,
 ) -> StreamingResponse:
     """Events after ``after`` as NDJSON; with ``follow=true`` the stream stays open until the end."""
     projects.get_project(project_id)  # a 404 before the stream starts
@@ -120,7 +164,11 @@ def project_events(
     return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
-@router.get("/projects/{project_id}/workspace.bundle")
+@router.get(
+    "/projects/{project_id}/workspace.bundle",
+    response_class=FileResponse,
+    responses=_raw_answer("application/x-git-bundle", "A git bundle of the workspace's main branch"),
+)
 def download_workspace(project_id: str, ctx: Ctx) -> FileResponse:
     projects.get_project(project_id)
     tmp = Path(tempfile.mkdtemp(prefix="raas-bundle-")) / "workspace.bundle"
@@ -132,9 +180,17 @@ def download_workspace(project_id: str, ctx: Ctx) -> FileResponse:
     )
 
 
-@router.post("/projects/{project_id}/iterations/{iteration_id}/workspace")
+@router.post(
+    "/projects/{project_id}/iterations/{iteration_id}/workspace",
+    openapi_extra=_raw_body("application/x-git-bundle", "The iteration's commits since `base`, as a bundle"),
+)
 async def upload_iteration_workspace(
-    request: Request, ctx: Ctx, project_id: str, iteration_id: str, base: str, attempt: int
+    request: Request,
+    ctx: Ctx,
+    project_id: str,
+    iteration_id: str,
+    base: str,
+    attempt: Annotated[int, Query(ge=0, le=INT32_MAX)],
 ) -> WorkspaceReport:
     body = await save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
