@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
+from sqlalchemy.orm import Session
 
 from orchestrator import lifecycle, scheduler
 from orchestrator.dispatch import Dispatcher
@@ -37,6 +38,12 @@ class ReconcileReport:
     advanced: list[str] = field(default_factory=list)
     terminated: list[str] = field(default_factory=list)
     trials: list[str] = field(default_factory=list)
+
+
+def _locked_iterations(session: Session, *where: ColumnElement[bool]) -> Sequence[Iteration]:
+    """Iterations matching ``where`` (over Iteration and its Project), locked for this pass."""
+    query = select(Iteration).join(Project, Project.id == Iteration.project_id).where(*where)
+    return session.scalars(query.with_for_update(of=Iteration)).all()
 
 
 class Reconciler:
@@ -91,34 +98,24 @@ class Reconciler:
     def _resend_queued(self, now: datetime, report: ReconcileReport) -> None:
         cutoff = now - timedelta(seconds=self.settings.requeue_after_s)
         with transaction(self.dispatcher, self.bus) as out:
-            rows = out.session.scalars(
-                select(Iteration)
-                .join(Project, Project.id == Iteration.project_id)
-                .where(
-                    Iteration.status == IterationStatus.QUEUED,
-                    Project.status == ProjectStatus.RUNNING,
-                    Iteration.enqueued_at < cutoff,
-                )
-                .with_for_update(of=Iteration)
-            ).all()
-            for iteration in rows:
+            for iteration in _locked_iterations(
+                out.session,
+                Iteration.status == IterationStatus.QUEUED,
+                Project.status == ProjectStatus.RUNNING,
+                Iteration.enqueued_at < cutoff,
+            ):
                 out.enqueue(iteration.project_id, iteration)
                 report.requeued.append(iteration.id)
 
     def _stop_leftovers(self, now: datetime, report: ReconcileReport) -> None:
         cutoff = now - timedelta(seconds=STOP_GRACE_S)
         with transaction(self.dispatcher, self.bus) as out:
-            rows = out.session.scalars(
-                select(Iteration)
-                .join(Project, Project.id == Iteration.project_id)
-                .where(
-                    Iteration.status == IterationStatus.RUNNING,
-                    Project.status == ProjectStatus.STOPPED,
-                    Project.finished_at < cutoff,
-                )
-                .with_for_update(of=Iteration)
-            ).all()
-            for iteration in rows:
+            for iteration in _locked_iterations(
+                out.session,
+                Iteration.status == IterationStatus.RUNNING,
+                Project.status == ProjectStatus.STOPPED,
+                Project.finished_at < cutoff,
+            ):
                 iteration.status = IterationStatus.FAILED
                 iteration.error = "terminated: the project was stopped"
                 iteration.finished_at = now
