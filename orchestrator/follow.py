@@ -1,9 +1,13 @@
 """Following a project's events: history from the database, then live messages from Redis,
 with any gap filled from the database (pub/sub is at-most-once; DESIGN.md rule 5).
+
+Redis going away does not end a follow: the database is polled until it is back.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from collections.abc import Iterator
 
@@ -13,12 +17,45 @@ from shared import events
 from shared.db import session_scope
 from shared.schemas import EventOut
 
+log = logging.getLogger(__name__)
 POLL_INTERVAL_S = 1.0
 
 
 def _from_db(project_id: str, after_seq: int) -> list[EventOut]:
     with session_scope() as session:
         return events.history(session, project_id, after_seq)
+
+
+class _Live:
+    """A pub/sub subscription that reconnects, and reports a wake-up (or a timeout) per poll."""
+
+    def __init__(self, redis_url: str, project_id: str) -> None:
+        self._client = redis.Redis.from_url(redis_url)
+        self._channel = events.channel(project_id)
+        self._pubsub: redis.client.PubSub | None = None
+
+    def wait(self, timeout_s: float) -> EventOut | None:
+        try:
+            if self._pubsub is None:
+                self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+                self._pubsub.subscribe(self._channel)
+            message = self._pubsub.get_message(timeout=timeout_s)
+        except redis.RedisError:
+            log.warning("lost Redis while following %s; polling the database", self._channel)
+            self._drop()
+            time.sleep(timeout_s)
+            return None
+        return events.decode(message["data"]) if message is not None else None
+
+    def _drop(self) -> None:
+        if self._pubsub is not None:
+            with contextlib.suppress(redis.RedisError):
+                self._pubsub.close()
+            self._pubsub = None
+
+    def close(self) -> None:
+        self._drop()
+        self._client.close()
 
 
 def follow(
@@ -28,21 +65,18 @@ def follow(
 
     Stops after a terminal event, or after ``idle_timeout_s`` with nothing new.
     """
-    client = redis.Redis.from_url(redis_url)
-    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    live = _Live(redis_url, project_id)
     # Subscribe before reading history so nothing published in between is missed.
-    pubsub.subscribe(events.channel(project_id))
+    live.wait(0)
     last = after_seq
     idle_since = time.monotonic()
     try:
         while True:
             batch = _from_db(project_id, last)
-            message = None
             if not batch:
-                message = pubsub.get_message(timeout=POLL_INTERVAL_S)
+                message = live.wait(POLL_INTERVAL_S)
                 if message is not None:
-                    live = events.decode(message["data"])
-                    batch = [live] if live.seq == last + 1 else _from_db(project_id, last)
+                    batch = [message] if message.seq == last + 1 else _from_db(project_id, last)
             for event in batch:
                 if event.seq != last + 1:
                     break
@@ -54,5 +88,4 @@ def follow(
             if idle_timeout_s is not None and time.monotonic() - idle_since > idle_timeout_s:
                 return
     finally:
-        pubsub.close()
-        client.close()
+        live.close()
