@@ -145,3 +145,28 @@ class CoordinatorAPI:
         except httpx.TransportError as exc:
             msg = f"lost the coordinator at {self.base_url} while following ({type(exc).__name__})"
             raise errors.ServiceUnavailable(msg) from exc
+
+    def transcript(self, project_id: str, agent: str | None = None) -> dict[str, Any]:
+        """The project's transcript as JSON; with ``agent``, that agent's conversation."""
+        params = {"agent": agent} if agent else {}
+        result: dict[str, Any] = self.request("GET", f"/v1/projects/{project_id}/transcript", params=params)
+        return result
+
+    def download_workspace(self, project_id: str, dest: Path) -> None:
+        """Stream the project's final workspace (a tar of ``main``) into the file ``dest``."""
+        try:
+            with self._http.stream(
+                "GET", f"/v1/projects/{project_id}/workspace.tar", timeout=httpx.Timeout(30.0, read=300.0)
+            ) as response:
+                if not response.is_success:
+                    response.read()
+                    self._raise_for(response)
+                with dest.open("wb") as handle:
+                    for chunk in response.iter_bytes():
+                        handle.write(chunk)
+        except httpx.TransportError as exc:
+            msg = f"lost the coordinator at {self.base_url} while downloading ({type(exc).__name__})"
+            raise errors.ServiceUnavailable(msg) from exc
+
+    def close(self) -> None:
+        self._http.close()

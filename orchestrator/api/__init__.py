@@ -13,14 +13,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from orchestrator.api import projects
+from orchestrator.api import projects, transcripts
 from orchestrator.api.deps import Context
 from orchestrator.dispatch import Dispatcher
 from shared.errors import RaasError
 from shared.events import EventBus
 from shared.settings import Settings
 
-ROUTERS = (projects.router,)
+ROUTERS = (projects.router, transcripts.router)
 
 
 async def _raas_error(_request: Request, exc: Exception) -> JSONResponse:

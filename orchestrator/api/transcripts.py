@@ -1,0 +1,48 @@
+"""What a project leaves behind: its transcript (every agent's messages) and its final workspace."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from fastapi.responses import FileResponse
+from starlette.background import BackgroundTask
+
+from orchestrator import projects, workspace
+from orchestrator.api.deps import Ctx, authed_router
+from orchestrator.transcript import Transcript
+from orchestrator.transcript_db import load_transcript
+from shared.git import git
+
+router = authed_router()
+
+
+@router.get("/projects/{project_id}/transcript")
+def project_transcript(project_id: str, agent: str | None = None) -> Transcript:
+    """The transcript; with ``agent`` (an id, a unique prefix or ``root``) that agent's conversation."""
+    return load_transcript(project_id, agent)
+
+
+@router.get(
+    "/projects/{project_id}/workspace.tar",
+    response_class=FileResponse,
+    responses={200: {"description": "The files of main, as a tar", "content": {"application/x-tar": {}}}},
+)
+def final_workspace(project_id: str, ctx: Ctx) -> FileResponse:
+    """The files of the workspace's ``main`` branch as a tar (``git archive``)."""
+    projects.get_project(project_id)  # a 404 before any work
+    tmp = Path(tempfile.mkdtemp(prefix="raas-tar-"))
+    archive = tmp / "workspace.tar"
+    try:
+        repo = workspace.repo_path(ctx.workspaces_dir, project_id)
+        git(repo, "archive", "--format=tar", "-o", str(archive), "main")
+    except Exception:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return FileResponse(
+        archive,
+        media_type="application/x-tar",
+        filename=f"{project_id}.tar",
+        background=BackgroundTask(shutil.rmtree, tmp, ignore_errors=True),
+    )

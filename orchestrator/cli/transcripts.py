@@ -1,0 +1,209 @@
+"""Commands that read what a project did: its transcript, an agent's log, a replay, and pulling
+the final workspace into a directory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tarfile
+import tempfile
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orchestrator.cli import JsonFlag, api, app, print_json
+from orchestrator.transcript import Transcript, TranscriptMessage, read_transcript, to_json
+from shared.errors import InvalidInput, RaasError
+
+AgentOption = Annotated[
+    str | None,
+    typer.Option("--agent", help="Only this agent: its id, a unique prefix of it, or 'root'."),
+]
+TRANSCRIPT_SUFFIXES = (".scg", ".json")
+
+
+class TranscriptFormat(str, Enum):
+    MD = "md"
+    JSON = "json"
+    SCG = "scg"
+
+
+def load(source: str, agent: str | None) -> Transcript:
+    """A transcript from a file (an existing path, or a name ending in .scg or .json) or a project id."""
+    path = Path(source)
+    if path.is_file() or path.suffix in TRANSCRIPT_SUFFIXES:
+        if not path.is_file():
+            msg = f"{source}: no such transcript file"
+            raise InvalidInput(msg)
+        transcript = read_transcript(path)
+        return transcript.for_agent(agent) if agent else transcript
+    return Transcript.model_validate(api().transcript(source, agent))
+
+
+def _render(transcript: Transcript, fmt: TranscriptFormat) -> str:
+    from orchestrator import transcript_scg, transcript_text
+
+    if fmt is TranscriptFormat.SCG:
+        return transcript_scg.write(transcript)
+    if fmt is TranscriptFormat.JSON:
+        return to_json(transcript)
+    return transcript_text.to_markdown(transcript)
+
+
+def _write_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it)."""
+    if path.is_dir():
+        msg = f"-o {path} is a directory; name a file"
+        raise InvalidInput(msg)
+    if not path.parent.is_dir():
+        msg = f"-o {path}: directory {path.parent} does not exist"
+        raise InvalidInput(msg)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@app.command()
+def transcript(
+    source: Annotated[
+        str, typer.Argument(help="A project id, or a transcript file (.scg or .json) to read.")
+    ],
+    fmt: Annotated[TranscriptFormat, typer.Option("--format", "-f", help="md, json or scg.")] = (
+        TranscriptFormat.MD
+    ),
+    agent: AgentOption = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file.")] = None,
+    stats: Annotated[
+        bool, typer.Option("--stats", help="Print on stderr how much smaller scg is than JSON.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Print a project's transcript, or read a transcript file back (checking that it parses)."""
+    from orchestrator import transcript_scg
+
+    loaded = load(source, agent)
+    text = _render(loaded, TranscriptFormat.JSON if as_json else fmt)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        _write_file(output, text)
+    if stats:
+        size = transcript_scg.sizes(loaded)
+        scg, pretty, compact = size["scg"], size["json"], size["json_compact"]
+        sys.stderr.write(
+            f"scg {scg:,} bytes; JSON {pretty:,} bytes ({pretty / scg:.2f}x smaller),"
+            f" compact JSON {compact:,} bytes ({compact / scg:.2f}x smaller)\n"
+        )
+
+
+@app.command()
+def logs(
+    project_id: str,
+    agent: Annotated[
+        str, typer.Option("--agent", help="The agent: its id, a unique prefix of it, or 'root'.")
+    ] = "root",
+    full: Annotated[bool, typer.Option("--full", help="Do not shorten tool calls and results.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """An agent's messages (the root agent's unless --agent), as readable text."""
+    from orchestrator.transcript_text import format_message
+
+    loaded = Transcript.model_validate(api().transcript(project_id, agent))
+    if as_json:
+        print_json([m.model_dump(mode="json") for m in loaded.messages])
+        return
+    agents = {a.id: a for a in loaded.agents}
+    names: dict[str, str] = {}
+    for message in loaded.messages:
+        sys.stdout.write(format_message(message, agents.get(message.agent), names, full) + "\n")
+
+
+@app.command()
+def replay(
+    source: Annotated[str, typer.Argument(help="A transcript file (.scg or .json) or a project id.")],
+    speed: Annotated[float, typer.Option("--speed", help="How many times faster than it happened.")] = 1.0,
+    max_wait: Annotated[
+        float | None, typer.Option("--max-wait", help="Never wait longer than this many seconds.")
+    ] = None,
+    agent: AgentOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Print a transcript's messages with their original timing (divided by --speed)."""
+    from orchestrator.transcript_text import format_message, replay
+
+    loaded = load(source, agent)
+    agents = {a.id: a for a in loaded.agents}
+    names: dict[str, str] = {}
+
+    def emit(message: TranscriptMessage) -> None:
+        line = (
+            message.model_dump_json()
+            if as_json
+            else format_message(message, agents.get(message.agent), names)
+        )
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    replay(loaded, speed, emit, max_wait_s=max_wait)
+
+
+def _pull_target(directory: Path) -> Path:
+    target = directory.expanduser().absolute()
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        msg = f"{directory} exists and is not a directory; pull into a new or empty directory"
+        raise InvalidInput(msg)
+    if target.exists() and any(target.iterdir()):
+        msg = f"{directory} is not empty; pull into a new or empty directory"
+        raise InvalidInput(msg)
+    if not target.parent.is_dir():
+        msg = f"{target.parent} does not exist; create it first or pull elsewhere"
+        raise InvalidInput(msg)
+    return target
+
+
+@app.command()
+def pull(
+    project_id: str,
+    directory: Annotated[Path, typer.Argument(help="A new or empty directory for the files.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Copy a project's final workspace (its main branch) into a new or empty directory.
+
+    The files are unpacked next to the directory and moved into place at the end, so a pull that
+    fails leaves nothing behind.
+    """
+    target = _pull_target(directory)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.raas-pull-") as tmp:
+        archive, staging = Path(tmp) / "workspace.tar", Path(tmp) / "files"
+        api().download_workspace(project_id, archive)
+        try:
+            with tarfile.open(archive) as tar:
+                files = sum(1 for member in tar.getmembers() if member.isfile())
+                tar.extractall(staging, filter="data")
+        except (tarfile.TarError, OSError) as exc:
+            msg = f"the workspace of {project_id} could not be unpacked ({exc}); nothing was written"
+            raise RaasError(msg) from exc
+        staging.mkdir(exist_ok=True)  # an empty workspace has no entries to create it
+        emptied = False
+        try:
+            if target.exists():
+                target.rmdir()  # checked empty above; fails if something appeared since
+                emptied = True
+            staging.rename(target)
+        except OSError as exc:
+            if emptied:
+                target.mkdir(exist_ok=True)
+            msg = f"could not move the files into {directory} ({exc.strerror}); nothing was written"
+            raise InvalidInput(msg) from exc
+    if as_json:
+        print_json({"project_id": project_id, "directory": str(target), "files": files})
+    else:
+        sys.stdout.write(f"{files} files of {project_id} in {target}\n")

@@ -1,0 +1,251 @@
+"""A project's transcript: every message of every agent, the agent tree, the subagents' reports
+and the totals; narrowing it to one agent, its JSON form, and reading a transcript file.
+
+It is read from the database by :mod:`orchestrator.transcript_db`, written in the compact scg
+format by :mod:`orchestrator.transcript_scg` and for people by :mod:`orchestrator.transcript_text`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from shared.errors import InvalidInput, NotFound
+from shared.models import AgentStatus, ProjectStatus
+
+
+def _as_utc(value: datetime) -> datetime:
+    # SQLite hands back naive timestamps; every one the service writes is UTC.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+UTCDatetime = Annotated[datetime, AfterValidator(_as_utc)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextBlock(_Strict):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolUseBlock(_Strict):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultBlock(_Strict):
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+class RawBlock(_Strict):
+    """Any other block (thinking, a tool result with structured content), kept as it was stored."""
+
+    type: Literal["raw"] = "raw"
+    data: dict[str, Any]
+
+
+Block = Annotated[TextBlock | ToolUseBlock | ToolResultBlock | RawBlock, Field(discriminator="type")]
+
+
+class Usage(_Strict):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+
+
+class ProjectInfo(_Strict):
+    id: str
+    name: str
+    status: ProjectStatus
+    reason: str | None = None
+    model: str | None = None
+    created_at: UTCDatetime
+    started_at: UTCDatetime | None = None
+    finished_at: UTCDatetime | None = None
+
+
+class AgentNode(_Strict):
+    """One agent of the tree, listed parents first (depth-first, in creation order)."""
+
+    id: str
+    category: str
+    depth: int
+    parent: str | None = None
+    status: AgentStatus
+    task: str | None = None
+    iterations: int = 0
+    failed_iterations: int = 0
+
+
+class TranscriptMessage(_Strict):
+    seq: int
+    agent: str
+    iteration: int
+    attempt: int = 1
+    role: Literal["user", "assistant"]
+    created_at: UTCDatetime
+    content: list[Block]
+    model: str | None = None
+    stop_reason: str | None = None
+    usage: Usage | None = None
+    cost_usd: Decimal = Decimal(0)
+    duration_s: float | None = None
+
+
+class Subagent(_Strict):
+    """What a subagent was asked (by its parent's iteration ``iteration``) and what it reported."""
+
+    agent: str
+    iteration: int | None = None
+    prompt: str | None = None
+    report: str | None = None
+
+
+class Metrics(_Strict):
+    messages: int = 0
+    iterations: int = 0
+    failed_iterations: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    cost_usd: Decimal = Decimal(0)
+    llm_s: float = 0.0
+    duration_s: float | None = None
+
+
+class Transcript(_Strict):
+    project: ProjectInfo
+    agents: list[AgentNode]
+    messages: list[TranscriptMessage]
+    subagents: list[Subagent]
+    metrics: Metrics
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Transcript:
+        ids = [a.id for a in self.agents]
+        if len(set(ids)) != len(ids):
+            msg = "agent ids must be unique"
+            raise ValueError(msg)
+        known = set(ids)
+        for previous, message in zip([None, *self.messages], self.messages, strict=False):
+            if previous is not None and message.seq <= previous.seq:
+                msg = f"message {message.seq} comes after message {previous.seq}; seq must increase"
+                raise ValueError(msg)
+            if message.agent not in known:
+                msg = f"message {message.seq} names agent {message.agent!r}, which is not in the agents"
+                raise ValueError(msg)
+        for sub in self.subagents:
+            if sub.agent not in known:
+                msg = f"subagent {sub.agent!r} is not in the agents"
+                raise ValueError(msg)
+        return self
+
+    def for_agent(self, ref: str) -> Transcript:
+        """One agent's conversation: its own messages, the agents it spawned and their reports.
+
+        ``ref`` is an agent id, a unique prefix of one, or ``root`` (the first top-level agent).
+
+        Raises:
+            NotFound: no agent, or more than one, matches ``ref``.
+        """
+        agent = find_agent(self, ref)
+        subtree = {agent.id}
+        for node in self.agents:  # parents come before their children
+            if node.parent in subtree:
+                subtree.add(node.id)
+        agents = [a for a in self.agents if a.id in subtree]
+        messages = [m for m in self.messages if m.agent == agent.id]
+        span = (messages[0].created_at, messages[-1].created_at) if messages else (None, None)
+        return Transcript(
+            project=self.project,
+            agents=agents,
+            messages=messages,
+            subagents=[s for s in self.subagents if s.agent in subtree],
+            metrics=measure([agent], messages, *span),
+        )
+
+
+def find_agent(transcript: Transcript, ref: str) -> AgentNode:
+    if ref == "root":
+        matches = [a for a in transcript.agents if a.parent is None][:1]
+    else:
+        exact = [a for a in transcript.agents if a.id == ref]
+        matches = exact or [a for a in transcript.agents if a.id.startswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    listed = ", ".join(f"{a.id} ({a.category})" for a in transcript.agents) or "none"
+    what = "matches more than one agent" if matches else "is not an agent"
+    msg = f"{ref!r} {what} of project {transcript.project.id}; its agents: {listed}"
+    raise NotFound(msg)
+
+
+def measure(
+    agents: list[AgentNode],
+    messages: list[TranscriptMessage],
+    start: datetime | None,
+    end: datetime | None,
+) -> Metrics:
+    """The totals of ``messages``; iterations are counted over ``agents``."""
+    metrics = Metrics(
+        messages=len(messages),
+        iterations=sum(a.iterations for a in agents),
+        failed_iterations=sum(a.failed_iterations for a in agents),
+        duration_s=(end - start).total_seconds() if start and end else None,
+    )
+    for message in messages:
+        for block in message.content:
+            metrics.tool_calls += isinstance(block, ToolUseBlock)
+            metrics.tool_errors += isinstance(block, ToolResultBlock) and block.is_error
+        if message.usage is not None:
+            metrics.input_tokens += message.usage.input_tokens
+            metrics.output_tokens += message.usage.output_tokens
+            metrics.cache_write_tokens += message.usage.cache_write_tokens
+            metrics.cache_read_tokens += message.usage.cache_read_tokens
+        metrics.cost_usd += message.cost_usd
+        metrics.llm_s += message.duration_s or 0.0
+    metrics.llm_s = round(metrics.llm_s, 3)  # a sum of floats would show its rounding noise
+    return metrics
+
+
+def to_json(transcript: Transcript) -> str:
+    return transcript.model_dump_json(indent=2) + "\n"
+
+
+def read_transcript(path: Path) -> Transcript:
+    """A transcript file written as scg or JSON (told apart by its first line).
+
+    Raises:
+        InvalidInput: the file cannot be read or does not parse; the message names file and line.
+    """
+    from orchestrator import transcript_scg
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"{path}: cannot read the transcript ({exc})"
+        raise InvalidInput(msg) from exc
+    if text.startswith(transcript_scg.MAGIC):
+        return transcript_scg.parse(text, source=str(path))
+    try:
+        return Transcript.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "file"
+        msg = f"{path}: not a transcript (neither scg nor transcript JSON): {where}: {first['msg']}"
+        raise InvalidInput(msg) from exc

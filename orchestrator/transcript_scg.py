@@ -1,0 +1,366 @@
+"""scg, the compact transcript format: a header line, one line per agent and per message, the
+subagents and the metrics — escaped so that :func:`parse` gives back exactly what
+:func:`write` was given. The format is specified in docs/transcript-scg.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from orchestrator.transcript import (
+    AgentNode,
+    Block,
+    Metrics,
+    ProjectInfo,
+    RawBlock,
+    Subagent,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Transcript,
+    TranscriptMessage,
+    to_json,
+)
+from orchestrator.transcript_syntax import (
+    BadCell,
+    dump_json,
+    escape,
+    expect,
+    number_cell,
+    offset,
+    opt,
+    read_datetime,
+    read_decimal,
+    read_enum,
+    read_float,
+    read_int,
+    read_json,
+    read_offset,
+    read_opt,
+    read_usage,
+    split_cells,
+    unescape,
+    usage_cell,
+)
+from shared.errors import InvalidInput
+from shared.models import AgentStatus, ProjectStatus
+
+MAGIC = "#TRANSCRIPT"
+VERSION = "v1"
+END = "#END"
+SECTIONS = ("@agents", "@messages", "@subagents", "@metrics")
+LEGENDS = (
+    "# i|id|category|depth|parent|status|task|iterations|failed_iterations",
+    "# n|t|role|agent|iteration|attempt|model|stop|usage|cost_usd|duration_s|blocks…"
+    "  (T|text  U|id|name|input  R|id|error|content  X|json)",
+    "# agent|iteration|prompt|report",
+    "# key=value",
+)
+HEADER_KEYS = ("project", "name", "status", "reason", "model", "created", "started", "finished")
+ROLES: dict[str, Literal["user", "assistant"]] = {"u": "user", "a": "assistant"}
+
+
+class ScgError(InvalidInput):
+    """A transcript file that does not parse; the message names the file and the line."""
+
+
+def write(transcript: Transcript) -> str:
+    """The transcript in scg, one line per agent, message, subagent and metric."""
+    project = transcript.project
+    header = {
+        "project": project.id,
+        "name": project.name,
+        "status": project.status.value,
+        "reason": project.reason,
+        "model": project.model,
+        "created": project.created_at.isoformat(),
+        "started": project.started_at.isoformat() if project.started_at else None,
+        "finished": project.finished_at.isoformat() if project.finished_at else None,
+    }
+    lines = [" ".join([MAGIC, VERSION, *(f"{k}={opt(v, space=True)}" for k, v in header.items())])]
+    index = {agent.id: str(i) for i, agent in enumerate(transcript.agents)}
+    lines += [SECTIONS[0], LEGENDS[0]]
+    for i, a in enumerate(transcript.agents):
+        cells = [str(i), escape(a.id), escape(a.category), str(a.depth), opt(a.parent), a.status.value]
+        lines.append("|".join([*cells, opt(a.task), str(a.iterations), str(a.failed_iterations)]))
+    lines += [SECTIONS[1], LEGENDS[1]]
+    previous: list[str] = []
+    for m in transcript.messages:
+        model = "=" if m.model is not None and m.model == project.model else opt(m.model)
+        cells = [str(m.seq), offset(m.created_at - project.created_at), m.role[0], index[m.agent]]
+        cells += [str(m.iteration), str(m.attempt), model, opt(m.stop_reason), usage_cell(m.usage)]
+        cells += [
+            str(m.cost_usd),
+            number_cell(m.duration_s),
+            *(c for b in m.content for c in _block(b, previous)),
+        ]
+        lines.append("|".join(cells))
+        previous = [b.id for b in m.content if isinstance(b, ToolUseBlock)]
+    lines += [SECTIONS[2], LEGENDS[2]]
+    for s in transcript.subagents:
+        cells = [index[s.agent], number_cell(s.iteration), opt(s.prompt), opt(s.report)]
+        lines.append("|".join(cells))
+    lines += [SECTIONS[3], LEGENDS[3]]
+    lines += [f"{name}={number_cell(getattr(transcript.metrics, name))}" for name in Metrics.model_fields]
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def sizes(transcript: Transcript) -> dict[str, int]:
+    """Bytes of the transcript as scg, as the JSON format (indented) and as compact JSON."""
+    return {
+        "scg": len(write(transcript).encode()),
+        "json": len(to_json(transcript).encode()),
+        "json_compact": len(transcript.model_dump_json().encode()),
+    }
+
+
+def _block(block: Block, previous: list[str]) -> list[str]:
+    if isinstance(block, TextBlock):
+        return ["T", escape(block.text)]
+    if isinstance(block, ToolUseBlock):
+        return ["U", escape(block.id), escape(block.name), dump_json(block.input)]
+    if isinstance(block, ToolResultBlock):
+        # A result names a call of the message before it by position: ids are long.
+        ref = f"^{previous.index(block.tool_use_id)}" if block.tool_use_id in previous else None
+        return ["R", ref or escape(block.tool_use_id), str(int(block.is_error)), escape(block.content)]
+    return ["X", dump_json(block.data)]
+
+
+def parse(text: str, source: str = "<scg>") -> Transcript:
+    """Read an scg transcript back.
+
+    Raises:
+        ScgError: the text is not a well-formed scg transcript (the message names source:line).
+    """
+    return _Parser(source).run(text)
+
+
+class _Parser:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.project: ProjectInfo | None = None
+        self.section = -1
+        self.agents: list[AgentNode] = []
+        self.messages: list[TranscriptMessage] = []
+        self.subagents: list[Subagent] = []
+        self.metrics: dict[str, Any] = {}
+        self.previous: list[str] = []
+        self.ended = False
+
+    def fail(self, number: int, message: str) -> ScgError:
+        return ScgError(f"{self.source}:{number}: {message}")
+
+    def run(self, text: str) -> Transcript:
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        if not lines:
+            raise self.fail(1, "the file is empty; a transcript starts with '#TRANSCRIPT v1'")
+        for number, line in enumerate(lines, start=1):
+            try:
+                self.line(number, line.removesuffix("\r"))
+            except BadCell as exc:
+                raise self.fail(number, str(exc)) from exc
+            except ValidationError as exc:
+                raise self.fail(number, exc.errors()[0]["msg"]) from exc
+        if not self.ended:
+            missing = ", ".join(SECTIONS[self.section + 1 :]) or END
+            raise self.fail(len(lines), f"the file ends before {END} (missing: {missing}); is it cut short?")
+        absent = [key for key in Metrics.model_fields if key not in self.metrics]
+        if absent:
+            raise self.fail(len(lines), f"@metrics lacks {', '.join(absent)}")
+        assert self.project is not None
+        try:
+            return Transcript(
+                project=self.project,
+                agents=self.agents,
+                messages=self.messages,
+                subagents=self.subagents,
+                metrics=Metrics(**self.metrics),
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            msg = f"{self.source}: not a valid transcript: {first['msg']}"
+            raise ScgError(msg) from exc
+
+    def line(self, number: int, line: str) -> None:
+        if number == 1:
+            self.project = _header(line)
+            return
+        expect(not self.ended, f"text after {END}")
+        if not line.strip() or line == "#" or line.startswith("# "):
+            return
+        if line == END:
+            expect(
+                self.section == len(SECTIONS) - 1, f"{END} before {', '.join(SECTIONS[self.section + 1 :])}"
+            )
+            self.ended = True
+            return
+        if line.startswith("@"):
+            expected = SECTIONS[self.section + 1] if self.section + 1 < len(SECTIONS) else END
+            expect(
+                line == expected,
+                f"expected {expected} here, found {line[:40]!r} (sections: {' '.join(SECTIONS)})",
+            )
+            self.section += 1
+            return
+        expect(self.section >= 0, f"expected {SECTIONS[0]} after the header")
+        readers: tuple[Callable[[list[str]], None], ...] = (
+            self.agent,
+            self.message,
+            self.subagent,
+            self.metric,
+        )
+        readers[self.section](split_cells(line) if self.section < 3 else [line])
+
+    def agent(self, cells: list[str]) -> None:
+        expect(len(cells) == 9, f"an agent line has 9 cells ({LEGENDS[0][2:]}), this one {len(cells)}")
+        expect(
+            read_int(cells[0], "agent index") == len(self.agents),
+            f"agent index {cells[0]} out of order; expected {len(self.agents)}",
+        )
+        agent_id = unescape(cells[1])
+        expect(all(a.id != agent_id for a in self.agents), f"agent {agent_id!r} is listed twice")
+        self.agents.append(
+            AgentNode(
+                id=agent_id,
+                category=unescape(cells[2]),
+                depth=read_int(cells[3], "depth"),
+                parent=read_opt(cells[4]),
+                status=read_enum(AgentStatus, cells[5]),
+                task=read_opt(cells[6]),
+                iterations=read_int(cells[7], "iterations"),
+                failed_iterations=read_int(cells[8], "failed_iterations"),
+            )
+        )
+
+    def agent_id(self, raw: str) -> str:
+        index = read_int(raw, "agent")
+        expect(0 <= index < len(self.agents), f"agent {index} is not in @agents (0..{len(self.agents) - 1})")
+        return self.agents[index].id
+
+    def message(self, cells: list[str]) -> None:
+        expect(
+            len(cells) >= 11, f"a message line has at least 11 cells before its blocks, this one {len(cells)}"
+        )
+        assert self.project is not None
+        seq = read_int(cells[0], "message number")
+        last = self.messages[-1].seq if self.messages else None
+        expect(last is None or seq > last, f"message {seq} comes after message {last}; numbers must increase")
+        expect(cells[2] in ROLES, f"role {cells[2]!r} is not u (user) or a (assistant)")
+        content = self.blocks(cells[11:])
+        self.messages.append(
+            TranscriptMessage(
+                seq=seq,
+                created_at=self.project.created_at + read_offset(cells[1]),
+                role=ROLES[cells[2]],
+                agent=self.agent_id(cells[3]),
+                iteration=read_int(cells[4], "iteration"),
+                attempt=read_int(cells[5], "attempt"),
+                model=self.project.model if cells[6] == "=" else read_opt(cells[6]),
+                stop_reason=read_opt(cells[7]),
+                usage=read_usage(cells[8]),
+                cost_usd=read_decimal(cells[9], "cost"),
+                duration_s=None if cells[10] == "~" else read_float(cells[10], "duration"),
+                content=content,
+            )
+        )
+        self.previous = [b.id for b in content if isinstance(b, ToolUseBlock)]
+
+    def blocks(self, cells: list[str]) -> list[Block]:
+        arity = {"T": 1, "U": 3, "R": 3, "X": 1}
+        blocks: list[Block] = []
+        at = 0
+        while at < len(cells):
+            tag = cells[at]
+            expect(tag in arity, f"block {len(blocks) + 1}: {tag[:20]!r} is not a block tag (T, U, R, X)")
+            args = cells[at + 1 : at + 1 + arity[tag]]
+            expect(
+                len(args) == arity[tag], f"block {len(blocks) + 1} ({tag}) is missing cells; an unescaped | ?"
+            )
+            blocks.append(self.block(tag, args))
+            at += 1 + arity[tag]
+        return blocks
+
+    def block(self, tag: str, args: list[str]) -> Block:
+        if tag == "T":
+            return TextBlock(text=unescape(args[0]))
+        if tag == "U":
+            return ToolUseBlock(
+                id=unescape(args[0]), name=unescape(args[1]), input=read_json(args[2], "tool input")
+            )
+        if tag == "X":
+            return RawBlock(data=read_json(args[0], "raw block"))
+        expect(args[1] in ("0", "1"), f"tool result error flag {args[1]!r} is not 0 or 1")
+        return ToolResultBlock(
+            tool_use_id=self.call_id(args[0]), is_error=args[1] == "1", content=unescape(args[2])
+        )
+
+    def call_id(self, raw: str) -> str:
+        if not raw.startswith("^"):
+            return unescape(raw)
+        position = read_int(raw[1:], "tool call reference")
+        if not 0 <= position < len(self.previous):
+            count = len(self.previous)
+            msg = f"{raw} refers to tool call {position} of the previous message, which has {count}"
+            raise BadCell(msg)
+        return self.previous[position]
+
+    def subagent(self, cells: list[str]) -> None:
+        expect(len(cells) == 4, f"a subagent line has 4 cells ({LEGENDS[2][2:]}), this one {len(cells)}")
+        self.subagents.append(
+            Subagent(
+                agent=self.agent_id(cells[0]),
+                iteration=None if cells[1] == "~" else read_int(cells[1], "iteration"),
+                prompt=read_opt(cells[2]),
+                report=read_opt(cells[3]),
+            )
+        )
+
+    def metric(self, cells: list[str]) -> None:
+        key, sep, raw = cells[0].partition("=")
+        expect(
+            bool(sep) and key in Metrics.model_fields,
+            f"{cells[0][:40]!r} is not a metric (key=value; keys: {', '.join(Metrics.model_fields)})",
+        )
+        expect(key not in self.metrics, f"metric {key} is given twice")
+        readers: dict[str, Callable[[str, str], Any]] = {"cost_usd": read_decimal, "llm_s": read_float}
+        if key == "duration_s":
+            self.metrics[key] = None if raw == "~" else read_float(raw, key)
+        else:
+            self.metrics[key] = readers.get(key, read_int)(raw, key)
+
+
+def _header(line: str) -> ProjectInfo:
+    words = line.split(" ")
+    expect(words[:2] == [MAGIC, VERSION], f"the first line must start with '{MAGIC} {VERSION}'")
+    fields: dict[str, str] = {}
+    for word in words[2:]:
+        key, sep, raw = word.partition("=")
+        expect(
+            bool(sep) and key in HEADER_KEYS and key not in fields,
+            f"header field {word[:40]!r} is unknown, repeated or not key=value",
+        )
+        fields[key] = raw
+    missing = [k for k in HEADER_KEYS if k not in fields]
+    expect(not missing, f"the header lacks {', '.join(missing)}")
+
+    def when(key: str) -> datetime | None:
+        return None if fields[key] == "~" else read_datetime(fields[key], key)
+
+    expect(fields["created"] != "~", "the header's created time may not be ~")
+    return ProjectInfo(
+        id=unescape(fields["project"]),
+        name=unescape(fields["name"]),
+        status=read_enum(ProjectStatus, fields["status"]),
+        reason=read_opt(fields["reason"]),
+        model=read_opt(fields["model"]),
+        created_at=read_datetime(fields["created"], "created"),
+        started_at=when("started"),
+        finished_at=when("finished"),
+    )
