@@ -80,7 +80,8 @@ def _settled(project_id: str, timeout_s: float = 180) -> Project:
             .where(Iteration.project_id == project_id)
             .group_by(Iteration.status)
         ).all()
-    msg = f"project {project_id} did not settle in {timeout_s}s: {project.status} {project.status_reason} {rows}"
+    state = f"{project.status} {project.status_reason} {rows}"
+    msg = f"project {project_id} did not settle in {timeout_s}s: {state}"
     raise TimeoutError(msg)
 
 

@@ -15,4 +15,5 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 def test_readme_configuration_reference_matches_the_models() -> None:
     text = README.read_text(encoding="utf-8")
     start, stop = text.index(BEGIN), text.index(END) + len(END)
-    assert text[start:stop] == reference(), "regenerate it: python -m shared.config_reference --write README.md"
+    hint = "regenerate it: python -m shared.config_reference --write README.md"
+    assert text[start:stop] == reference(), hint
