@@ -168,5 +168,12 @@ class CoordinatorAPI:
             msg = f"lost the coordinator at {self.base_url} while downloading ({type(exc).__name__})"
             raise errors.ServiceUnavailable(msg) from exc
 
+    def workers(self, timeout_s: float = 1.0) -> list[dict[str, Any]]:
+        """Live Celery nodes, their queues and current tasks (waits ``timeout_s`` for replies)."""
+        result: list[dict[str, Any]] = self.request(
+            "GET", "/v1/workers", params={"timeout_s": timeout_s}, timeout=timeout_s * 3 + 30
+        )
+        return result
+
     def close(self) -> None:
         self._http.close()

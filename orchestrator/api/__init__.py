@@ -1,7 +1,7 @@
 """The coordinator's HTTP API: a thin edge that parses, calls the core and formats.
 
-Every route but the health check needs the bearer token. Each module of this package holds the
-routes of one concern in its ``router``.
+Every route but the health check and ``/metrics`` needs the bearer token. Each module of this
+package holds the routes of one concern in its ``router``.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from orchestrator.api import projects, transcripts
+from orchestrator.api import ops, projects, transcripts
 from orchestrator.api.deps import Context
 from orchestrator.dispatch import Dispatcher
 from shared.errors import RaasError
 from shared.events import EventBus
 from shared.settings import Settings
 
-ROUTERS = (projects.router, transcripts.router)
+ROUTERS = (projects.router, transcripts.router, ops.router)
 
 
 async def _raas_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -56,6 +56,8 @@ def create_app(settings: Settings, dispatcher: Dispatcher, bus: EventBus) -> Fas
     @app.get("/healthz")
     def health() -> dict[str, str]:
         return {"status": "ok"}
+
+    app.include_router(ops.public)  # /metrics: no token, see orchestrator.api.ops
 
     for router in ROUTERS:
         app.include_router(router)

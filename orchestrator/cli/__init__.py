@@ -45,4 +45,4 @@ def main() -> None:
 
 
 # Registered last: the command modules import what is defined above.
-from orchestrator.cli import projects, servers, transcripts  # noqa: E402, F401
+from orchestrator.cli import ops, projects, servers, transcripts  # noqa: E402, F401
