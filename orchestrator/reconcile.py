@@ -40,6 +40,16 @@ class ReconcileReport:
     trials: list[str] = field(default_factory=list)
 
 
+def _not_resent_since(iteration: Iteration, cutoff: datetime) -> bool:
+    """Its last message went out before its (dead) worker took it, or long ago: send another."""
+    sent = iteration.enqueued_at
+    return (
+        sent is None
+        or sent < cutoff
+        or (iteration.heartbeat_at is not None and sent < iteration.heartbeat_at)
+    )
+
+
 def _locked_iterations(session: Session, *where: ColumnElement[bool]) -> Sequence[Iteration]:
     """Iterations matching ``where`` (over Iteration and its Project), locked for this pass."""
     query = select(Iteration).join(Project, Project.id == Iteration.project_id).where(*where)
@@ -91,7 +101,7 @@ class Reconciler:
                     iteration.error = f"its worker stopped answering {iteration.attempt} time(s)"
                     iteration.finished_at = now
                     report.failed.append(iteration.id)
-                elif iteration.enqueued_at is None or iteration.enqueued_at < stale:
+                elif _not_resent_since(iteration, now - timedelta(seconds=self.settings.requeue_after_s)):
                     out.enqueue(iteration.project_id, iteration)
                     report.requeued.append(iteration.id)
 

@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.errors import InvalidInput
@@ -88,6 +88,12 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
         description="Base URL of the Messages API (the scripted model server in tests).",
     )
+
+    @field_validator("anthropic_base_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # compose passes ANTHROPIC_BASE_URL= through; the SDK would take "" for an address.
+        return None if value == "" else value
 
     def workspaces_dir(self) -> Path:
         return self.data_dir / "workspaces"

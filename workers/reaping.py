@@ -2,7 +2,8 @@
 
 A worker killed mid-iteration leaves its container behind; whichever worker shares that Docker
 engine removes it on its next sweep. Liveness comes from the database: the container's
-iteration must be running, in the attempt the container was made for.
+iteration must be running, in the attempt the container was made for. A warm pool's sandboxes
+(made before their iteration is known) live as long as their worker answers a ping.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Collection
+from functools import partial
 
 import docker
 from sqlalchemy import select
@@ -17,10 +20,12 @@ from sqlalchemy import select
 from shared.db import session_scope
 from shared.models import Iteration, IterationStatus
 from shared.settings import get_settings
+from workers.sandbox.pool import POOL_LABEL
 from workers.sandbox.reaper import reap
 
 log = logging.getLogger(__name__)
 SWEEP_INTERVAL_S = 30.0
+PING_TIMEOUT_S = 2.0
 
 
 def cluster_id(database_url: str) -> str:
@@ -28,13 +33,18 @@ def cluster_id(database_url: str) -> str:
     return hashlib.sha256(database_url.encode()).hexdigest()[:16]
 
 
-def is_live(labels: dict[str, str], cluster: str | None = None) -> bool:
-    """True unless the labels name an iteration attempt of our cluster that is no longer running."""
+def is_live(
+    labels: dict[str, str], cluster: str | None = None, live_workers: Collection[str] | None = None
+) -> bool:
+    """True unless the labels name a sandbox of our cluster whose owner is gone: an iteration
+    attempt that no longer runs, or (a warm pool's) a worker that no longer answers."""
+    if labels.get("raas.cluster") != (cluster or cluster_id(get_settings().database_url)):
+        return True  # not ours (another cluster's, a test's): its own database decides about it
+    if POOL_LABEL in labels:
+        return live_workers is None or labels.get("raas.worker") in live_workers
     iteration_id, attempt = labels.get("raas.iteration"), labels.get("raas.attempt")
     if not iteration_id or not attempt:
-        return True  # not an iteration's sandbox (a pool's, a test's): not ours to judge
-    if labels.get("raas.cluster") != (cluster or cluster_id(get_settings().database_url)):
-        return True  # another cluster's database decides about it
+        return True
     with session_scope() as session:
         row = session.execute(
             select(Iteration.status, Iteration.attempt).where(Iteration.id == iteration_id)
@@ -42,12 +52,25 @@ def is_live(labels: dict[str, str], cluster: str | None = None) -> bool:
     return row is not None and row.status == IterationStatus.RUNNING and str(row.attempt) == attempt
 
 
+def _live_workers() -> set[str] | None:
+    """The Celery nodes that answer a ping now (None if the broker cannot tell)."""
+    from shared.celery_app import app
+
+    try:
+        replies = app.control.ping(timeout=PING_TIMEOUT_S) or []
+    except Exception:
+        log.warning("cannot ping the workers; warm pools are left alone this sweep", exc_info=True)
+        return None
+    return {node for reply in replies for node in reply}
+
+
 def sweep_forever(stop: threading.Event, interval_s: float = SWEEP_INTERVAL_S) -> None:
     while True:
         try:
             client = docker.from_env()
+            cluster, workers = cluster_id(get_settings().database_url), _live_workers()
             try:
-                removed = reap(client, is_live)
+                removed = reap(client, partial(is_live, cluster=cluster, live_workers=workers))
             finally:
                 client.close()
             if removed:
