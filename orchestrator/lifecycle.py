@@ -72,8 +72,9 @@ def reopen(out: Outbox, project: Project, why: str, *, trial: bool = False) -> N
 
 def set_budget(project_id: str, limit_usd: Decimal, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
     """Change the limit; a project paused for its budget resumes if the new limit leaves room."""
-    if not limit_usd.is_finite() or limit_usd < 0:
-        msg = f"budget limit {limit_usd} is not a positive amount of USD; pass e.g. --limit 10"
+    if not limit_usd.is_finite() or limit_usd < 0 or limit_usd > budget.MAX_LIMIT_USD:
+        highest = budget.MAX_LIMIT_USD
+        msg = f"budget limit {limit_usd} is not a positive amount of USD up to {highest}; try --limit 10"
         raise InvalidInput(msg)
     with transaction(dispatcher, bus) as out:
         project = get_project_row(out.session, project_id, lock=True)

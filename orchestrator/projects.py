@@ -44,6 +44,9 @@ def read_project_files(root: Path) -> tuple[str, ProjectConfig]:
         msg = f"PROMPT.md is larger than {MAX_PROMPT_BYTES // 1024} KiB; shorten it"
         raise InvalidInput(msg)
     prompt = prompt_path.read_text(encoding="utf-8", errors="replace")
+    if "\x00" in prompt:
+        msg = "PROMPT.md contains a NUL byte; it must be plain text"
+        raise InvalidInput(msg)
     if not prompt.strip():
         msg = "PROMPT.md is empty; write the agent's instructions there"
         raise InvalidInput(msg)

@@ -18,13 +18,18 @@ from shared.models import Iteration, LedgerEntry, LedgerKind, Project, utcnow
 from shared.pricing import ModelPrice
 
 MILLION = Decimal(1_000_000)
+# "Nothing remains" below the money columns' resolution (Numeric(14, 6)): SQLite keeps them as
+# floating point, where ten reservations of 0.1 against 1.00 leave 1e-16 that is not money.
+BELOW_A_MICRODOLLAR = Decimal("0.0000005")
+# The largest limit the money columns hold.
+MAX_LIMIT_USD = Decimal("99999999")
 # What the coordinator assumes of a first call's input before it has seen one.
 DEFAULT_INPUT_TOKENS = 4_000
 
 
 def call_estimate_usd(price: ModelPrice, input_tokens: int, max_output_tokens: int) -> Decimal:
     """The most a call can cost: every input token written to the cache, every output token used."""
-    worst_input = max(price.input, price.cache_write_price())
+    worst_input = max(price.input, price.cache_write_price(), price.cache_read_price())
     return ((input_tokens * worst_input + max_output_tokens * price.output) / MILLION).quantize(
         Decimal("0.000001")
     )
@@ -35,7 +40,8 @@ def reserve(session: Session, project_id: str, iteration_id: str | None, amount:
     admitted = session.execute(
         update(Project)
         .where(
-            Project.id == project_id, Project.budget_limit_usd - Project.spent_usd - Project.reserved_usd > 0
+            Project.id == project_id,
+            Project.budget_limit_usd - Project.spent_usd - Project.reserved_usd > BELOW_A_MICRODOLLAR,
         )
         .values(reserved_usd=Project.reserved_usd + amount)
         .returning(Project.id)

@@ -27,7 +27,9 @@ class _Strict(BaseModel):
 
 
 class BudgetConfig(_Strict):
-    limit_usd: Decimal = Field(default=Decimal("5"), ge=0, description="Hard spending limit in USD.")
+    limit_usd: Decimal = Field(
+        default=Decimal("5"), ge=0, le=Decimal("99999999"), description="Hard spending limit in USD."
+    )
     warning_threshold: float = Field(
         default=0.8, gt=0, le=1, description="Fraction of the limit at which budget_warning fires."
     )
@@ -91,7 +93,9 @@ class RateLimitConfig(_Strict):
 
 
 class ProjectConfig(_Strict):
-    name: str | None = Field(default=None, description="Display name; defaults to the directory name.")
+    name: str | None = Field(
+        default=None, max_length=200, description="Display name; defaults to the directory name."
+    )
     workflow: Literal["ralph", "pipeline", "planned"] = Field(
         default="ralph",
         description='"ralph": one builder loop per task; "pipeline": research subagents, a builder, then '
@@ -202,6 +206,9 @@ def parse_project_config(text: str, source: str = "raas.toml") -> ProjectConfig:
     Raises:
         InvalidInput: naming the bad key and the expected type.
     """
+    if "\x00" in text:
+        msg = f"{source}: contains a NUL byte; it must be plain text"
+        raise InvalidInput(msg)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -283,6 +283,11 @@ class Outcome:
     finished_at: datetime | None = None
 
 
+def _text(value: str | None) -> str | None:
+    """What the model wrote, storable: Postgres text columns refuse NUL characters."""
+    return value.replace("\x00", "\ufffd") if value is not None else None
+
+
 def finish(claim: Claim, outcome: Outcome) -> bool:
     """Record how the iteration ended; False when another attempt has taken it over meanwhile."""
     status = IterationStatus.FAILED if outcome.error else IterationStatus.SUCCEEDED
@@ -297,8 +302,8 @@ def finish(claim: Claim, outcome: Outcome) -> bool:
             .values(
                 status=status,
                 completed_task=outcome.completed_task,
-                summary=outcome.summary,
-                error=outcome.error,
+                summary=_text(outcome.summary),
+                error=_text(outcome.error),
                 error_kind=outcome.error_kind,
                 base_sha=outcome.base_sha,
                 commit_sha=outcome.commit_sha,

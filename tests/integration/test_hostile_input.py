@@ -229,10 +229,9 @@ def _post_settled(eng: Engine, archive: bytes, caplog: pytest.LogCaptureFixture)
     return response
 
 
-# Known defects, pinned: each fails today (a 500) and will XPASS, failing the run, once fixed.
+# Once 500s, found by probing; now refused with one line.
 
 
-@pytest.mark.xfail(strict=True, reason="a NUL byte in PROMPT.md reaches Postgres: 500, not a 422")
 def test_a_prompt_with_a_nul_byte_is_refused_with_one_line(
     api: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -242,7 +241,6 @@ def test_a_prompt_with_a_nul_byte_is_refused_with_one_line(
     _assert_refused(response, "PROMPT.md")
 
 
-@pytest.mark.xfail(strict=True, reason="[budget] limit_usd has no upper bound: Numeric(14, 6) overflows, 500")
 def test_a_raas_toml_budget_the_database_cannot_hold_is_refused_with_one_line(
     api: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -227,24 +227,15 @@ def test_no_call_within_its_limits_costs_more_than_its_estimate(
     assert cost_usd(usage, price) <= budget.call_estimate_usd(price, plain + written + read, max_output)
 
 
-# Known defects, pinned: each fails today and will XPASS (failing the run) once fixed, so that
-# whoever fixes it moves the case into the properties above.
+# Defects found by these properties, fixed, and kept as tests.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="call_estimate_usd takes max(input, cache_write) and ignores a cache_read override above both",
-)
 def test_an_estimate_covers_a_call_whose_cache_reads_are_priced_above_input() -> None:
     price = ModelPrice(input=Decimal(0), output=Decimal(0), cache_read=Decimal("0.01"))
     usage = Usage(cache_read_input_tokens=51)
     assert cost_usd(usage, price) <= budget.call_estimate_usd(price, 51, 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SQLite stores Numeric money as REAL: 10 x 0.1 leaves 1e-16 'remaining' and the gate admits",
-)
 def test_a_budget_reserved_to_the_cent_admits_nothing_more(db: Engine) -> None:
     project_id, (iteration_id, *_) = _new_project(db, Decimal("1.00"))
     with Session(db) as session, session.begin():
