@@ -84,7 +84,13 @@ def with_scud_tasks(root: Path, config: ProjectConfig) -> ProjectConfig:
 
 
 def create_project(
-    workspaces_dir: Path, archive: Path, name: str | None, bus: EventBus, *, tenant_id: str | None = None
+    workspaces_dir: Path,
+    archive: Path,
+    name: str | None,
+    bus: EventBus,
+    *,
+    tenant_id: str | None = None,
+    network_allowed: bool = True,
 ) -> ProjectOut:
     """Validate an uploaded project, create its workspace repository and its row.
 
@@ -95,6 +101,9 @@ def create_project(
         root.mkdir()
         workspace.unpack_upload(archive, root)
         prompt, config = read_project_files(root)
+        if config.sandbox.network and not network_allowed:
+            msg = "raas.toml: [sandbox] network = true is not allowed on this cluster; remove it"
+            raise InvalidInput(msg)
         for service_file in (PROMPT_FILE, CONFIG_FILE):
             (root / service_file).unlink(missing_ok=True)
         project = Project(

@@ -49,6 +49,10 @@ class Settings(BaseSettings):
         description="Where `raas run` executes tools: docker, local (no isolation), or auto "
         "(docker when an engine answers and has the image, else local).",
     )
+    sandbox_network_allowed: bool = Field(
+        default=True,
+        description="Whether projects may set [sandbox] network = true (turn off for untrusted tenants).",
+    )
     warm_pool_size: int = Field(
         default=0, ge=0, description="Pre-started sandboxes per worker process (0: start one per iteration)."
     )

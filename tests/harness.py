@@ -122,13 +122,15 @@ class Engine:
 
 
 @contextmanager
-def engine(script: dict[str, Any], tmp: Path) -> Iterator[Engine]:
+def engine(script: dict[str, Any], tmp: Path, **settings_overrides: Any) -> Iterator[Engine]:
     """A running in-process engine answering from ``script`` (a scripted-model script as a dict)."""
     base = get_settings()
     dispatcher = RecordingDispatcher()
     bus = RedisBus(base.redis_url)
     with ScriptedModelServer(Script.model_validate(script)) as model:
-        settings = base.model_copy(update={"anthropic_base_url": model.base_url, "data_dir": tmp / "data"})
+        settings = base.model_copy(
+            update={"anthropic_base_url": model.base_url, "data_dir": tmp / "data", **settings_overrides}
+        )
         with serve_app(create_app(settings, dispatcher, bus)) as url:
             settings = settings.model_copy(update={"coordinator_url": url})
             yield Engine(settings=settings, model=model, dispatcher=dispatcher, bus=bus, tmp=tmp)

@@ -245,7 +245,7 @@ class IterationRunner:
         # The host's repository lives beside the sandbox's mount, never in it.
         gitdir = workdir.with_name(workdir.name + ".git")
         workdir.parent.mkdir(parents=True, exist_ok=True)
-        limits = SandboxLimits.model_validate(claim.config.sandbox.model_dump())
+        limits = self._limits(claim)
         if self.pool is None or self.pool.limits != limits:
             return Lease(workdir, gitdir, coordinator.fetch_workspace(claim.project_id, workdir, gitdir))
         fetched: list[str] = []
@@ -265,10 +265,17 @@ class IterationRunner:
             sandbox.close()
             client.close()
 
+    def _limits(self, claim: Claim) -> SandboxLimits:
+        """The project's limits; network only where the operator allows it at all."""
+        limits = SandboxLimits.model_validate(claim.config.sandbox.model_dump())
+        if limits.network and not self.settings.sandbox_network_allowed:
+            return limits.model_copy(update={"network": False})
+        return limits
+
     def _sandbox(self, claim: Claim, workdir: Path) -> Sandbox:
         return self.start_sandbox(
             workdir,
-            SandboxLimits.model_validate(claim.config.sandbox.model_dump()),
+            self._limits(claim),
             sandbox_labels(claim, self.worker_name, cluster_id(self.settings.database_url)),
             # Unique per attempt, so a re-run never collides with its dead predecessor's container.
             f"raas-{claim.iteration_id}-{claim.attempt}",

@@ -60,7 +60,14 @@ async def create_project(
     check_submission_rate(caller)
     body = await save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
-        return projects.create_project(ctx.workspaces_dir, body, name, ctx.bus, tenant_id=caller.tenant_id)
+        return projects.create_project(
+            ctx.workspaces_dir,
+            body,
+            name,
+            ctx.bus,
+            tenant_id=caller.tenant_id,
+            network_allowed=ctx.settings.sandbox_network_allowed,
+        )
     finally:
         body.unlink(missing_ok=True)
 

@@ -104,3 +104,15 @@ def test_tokens_are_stored_only_as_hashes(eng: Engine) -> None:
     assert len(stored[0]) == 64
     assert _client(eng, token).get("/v1/projects").status_code == 200
     assert _client(eng, stored[0]).get("/v1/projects").status_code == 401  # the hash is no token
+
+
+def test_a_cluster_can_forbid_networked_sandboxes(services: dict[str, str], tmp_path: Path) -> None:
+    with engine(IDLE, tmp_path, sandbox_network_allowed=False) as eng:
+        client = _client(eng, eng.settings.api_token.get_secret_value())
+        body = pack({"PROMPT.md": "Do it.\n", "raas.toml": "[sandbox]\nnetwork = true\n"})
+        before = client.get("/v1/projects").json()
+        refused = client.post("/v1/projects", content=body)
+        assert refused.status_code == 422
+        assert "network = true is not allowed on this cluster" in refused.json()["detail"]
+        assert client.get("/v1/projects").json() == before
+        client.close()
