@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 
 import redis
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from shared import events
 from shared.db import session_scope
@@ -22,8 +23,14 @@ POLL_INTERVAL_S = 1.0
 
 
 def _from_db(project_id: str, after_seq: int) -> list[EventOut]:
-    with session_scope() as session:
-        return events.history(session, project_id, after_seq)
+    """The next events, or none while the database is unreachable (a restart): keep following."""
+    try:
+        with session_scope() as session:
+            return events.history(session, project_id, after_seq)
+    except (OperationalError, InterfaceError):
+        log.warning("database unreachable while following %s; retrying", project_id)
+        time.sleep(POLL_INTERVAL_S)
+        return []
 
 
 class _Live:

@@ -102,6 +102,9 @@ def accept_bundle(
     except GitError as exc:
         msg = f"iteration {iteration_id}: commits do not build on {base_sha[:12]}"
         raise InvalidInput(msg) from exc
+    if git(bare, "rev-parse", BRANCH) == new_sha:
+        # The same push again (its first answer was lost): already applied.
+        return new_sha, changed_files(bare, base_sha, new_sha)
     try:
         git(bare, "update-ref", BRANCH, new_sha, base_sha)
     except GitError as exc:

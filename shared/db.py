@@ -6,15 +6,21 @@ SQLite (the embedded mode) needs WAL and ``BEGIN IMMEDIATE`` or concurrent write
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import logging
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from shared.settings import get_settings
+
+log = logging.getLogger(__name__)
 
 
 def _make_sqlite_concurrent(engine: Engine) -> None:
@@ -60,3 +66,38 @@ def session_scope(url: str | None = None) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+T = TypeVar("T")
+P = ParamSpec("P")
+RETRY_FOR_S = 90.0
+
+
+def _disconnected(exc: BaseException) -> bool:
+    return isinstance(exc, OperationalError | InterfaceError) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    )
+
+
+def survives_restarts(func: Callable[P, T]) -> Callable[P, T]:
+    """Retry ``func`` while the database is unreachable (a restart), for up to RETRY_FOR_S.
+
+    For the worker's writes: a reply the model has already sent (and billed) must still be
+    recorded once the database is back, not lost with the connection.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        deadline = time.monotonic() + RETRY_FOR_S
+        delay = 0.5
+        while True:
+            try:
+                return func(*args, **kwargs)
+            except Exception as exc:
+                if not _disconnected(exc) or time.monotonic() + delay > deadline:
+                    raise
+                log.warning("database unreachable in %s; retrying in %.1fs", func.__name__, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    return wrapper

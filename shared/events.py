@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from shared.db import session_scope
+from shared.db import session_scope, survives_restarts
 from shared.models import Event, Project, utcnow
 from shared.schemas import EventOut
 
@@ -114,6 +114,7 @@ def publish_all(bus: EventBus, events: Iterable[EventOut]) -> None:
         bus.publish(event)
 
 
+@survives_restarts
 def emit(
     bus: EventBus,
     project_id: str,

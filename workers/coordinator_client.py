@@ -5,9 +5,13 @@ A worker host shares no filesystem with the coordinator (DESIGN.md rule 7).
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
@@ -15,7 +19,33 @@ from shared.errors import ServiceUnavailable
 from shared.git import RESULT_REF, git, head
 from shared.schemas import WorkspaceReport
 
+log = logging.getLogger(__name__)
+
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+# A coordinator restart should not cost an iteration its work: keep trying this long.
+UNAVAILABLE_FOR_S = 180.0
+RETRY_STATUSES = {502, 503, 504}
+T = TypeVar("T")
+
+
+def _retrying(what: str, attempt: Callable[[], T], give_up_after_s: float) -> T:
+    """``attempt()`` again, with capped backoff, while the coordinator does not answer."""
+    deadline = time.monotonic() + give_up_after_s
+    delay = 0.5
+    while True:
+        try:
+            return attempt()
+        except (httpx.TransportError, _Unavailable) as exc:
+            if time.monotonic() + delay > deadline:
+                msg = f"could not {what}: the coordinator did not answer for {give_up_after_s:.0f}s ({exc})"
+                raise ServiceUnavailable(msg) from exc
+            log.warning("could not %s (%s); retrying in %.1fs", what, exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
+class _Unavailable(Exception):
+    """The coordinator answered 502/503/504: worth another try."""
 
 
 def _move_contents(source: Path, dest: Path) -> None:
@@ -32,10 +62,11 @@ def _move_contents(source: Path, dest: Path) -> None:
 
 
 class CoordinatorClient:
-    def __init__(self, base_url: str, token: str) -> None:
+    def __init__(self, base_url: str, token: str, unavailable_for_s: float = UNAVAILABLE_FOR_S) -> None:
         self._http = httpx.Client(
             base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT
         )
+        self._patience_s = unavailable_for_s
 
     def close(self) -> None:
         self._http.close()
@@ -48,15 +79,20 @@ class CoordinatorClient:
         """
         with tempfile.TemporaryDirectory(prefix="raas-fetch-") as tmp:
             bundle = Path(tmp) / "workspace.bundle"
-            try:
+
+            def download() -> None:
                 with self._http.stream("GET", f"/v1/projects/{project_id}/workspace.bundle") as resp:
-                    resp.raise_for_status()
+                    if resp.status_code in RETRY_STATUSES:
+                        raise _Unavailable(resp.status_code)
+                    if resp.status_code != 200:
+                        resp.read()
+                        msg = f"coordinator refused the workspace of {project_id}: {resp.text}"
+                        raise ServiceUnavailable(msg)
                     with bundle.open("wb") as out:
                         for chunk in resp.iter_bytes():
                             out.write(chunk)
-            except httpx.HTTPError as exc:
-                msg = f"could not fetch the workspace of {project_id} from the coordinator: {exc}"
-                raise ServiceUnavailable(msg) from exc
+
+            _retrying(f"fetch the workspace of {project_id}", download, self._patience_s)
             if gitdir.exists():
                 shutil.rmtree(gitdir)
             git(gitdir.parent, "clone", "-q", "--bare", "--branch", "main", str(bundle), str(gitdir))
@@ -79,15 +115,21 @@ class CoordinatorClient:
             # A ref of our own: the agent may have switched branches inside the sandbox.
             git(gitdir, "update-ref", f"refs/heads/{RESULT_REF}", new_sha)
             git(gitdir, "bundle", "create", "-q", str(bundle), f"{base_sha}..{RESULT_REF}")
-            try:
-                resp = self._http.post(
+            body = bundle.read_bytes()
+
+            def upload() -> httpx.Response:
+                response = self._http.post(
                     f"/v1/projects/{project_id}/iterations/{iteration_id}/workspace",
                     params={"base": base_sha, "attempt": attempt},
-                    content=bundle.read_bytes(),
+                    content=body,
                 )
-            except httpx.HTTPError as exc:
-                msg = f"could not send the workspace of iteration {iteration_id} to the coordinator: {exc}"
-                raise ServiceUnavailable(msg) from exc
+                if response.status_code in RETRY_STATUSES:
+                    raise _Unavailable(response.status_code)
+                return response
+
+            # Idempotent on the coordinator's side: a push applied whose answer was lost is
+            # accepted again.
+            resp = _retrying(f"send the workspace of iteration {iteration_id}", upload, self._patience_s)
         if resp.status_code != 200:
             msg = f"coordinator refused the workspace of iteration {iteration_id}: {resp.text}"
             raise ServiceUnavailable(msg)

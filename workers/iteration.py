@@ -9,14 +9,17 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from docker.errors import APIError, DockerException
+
 from shared import events
-from shared.errors import InvalidInput
+from shared.errors import InvalidInput, SandboxStartError
 from shared.events import EventBus
 from shared.git import commit_all
 from shared.models import ErrorKind
@@ -33,6 +36,7 @@ from workers.sandbox.pool import SandboxPool
 from workers.session import AgentSession, Emit, SessionFailure, SessionResult
 
 log = logging.getLogger(__name__)
+ENGINE_WAIT_S = 120.0
 CHECK_OUTPUT_CHARS = 8000
 
 
@@ -122,13 +126,33 @@ class SandboxFactory(Protocol):
     ) -> Sandbox: ...
 
 
-def docker_sandbox(image: str) -> SandboxFactory:
-    """Every iteration in its own container from ``image`` (the default)."""
+def _unreachable(exc: BaseException) -> bool:
+    """The engine did not answer at all (as opposed to answering no: a name taken, no image)."""
+    cause = exc.__cause__ if isinstance(exc, SandboxStartError) else exc
+    return isinstance(cause, OSError) or (
+        isinstance(cause, DockerException) and not isinstance(cause, APIError)
+    )
+
+
+def docker_sandbox(image: str, unreachable_for_s: float = ENGINE_WAIT_S) -> SandboxFactory:
+    """Every iteration in its own container from ``image`` (the default).
+
+    An engine that does not answer (restarting, a socket proxy down) is waited for, for up to
+    ``unreachable_for_s``: an iteration failed for it would count against the project.
+    """
 
     def start(workdir: Path, limits: SandboxLimits, labels: dict[str, str], name: str) -> Sandbox:
-        return DockerSandbox.start(
-            image=image, host_workspace=workdir, limits=limits, labels=labels, name=name
-        )
+        deadline = time.monotonic() + unreachable_for_s
+        while True:
+            try:
+                return DockerSandbox.start(
+                    image=image, host_workspace=workdir, limits=limits, labels=labels, name=name
+                )
+            except (SandboxStartError, OSError, DockerException) as exc:
+                if not _unreachable(exc) or time.monotonic() > deadline:
+                    raise
+                log.warning("Docker engine unreachable starting %s; retrying: %s", name, exc)
+                time.sleep(2)
 
     return start
 

@@ -15,7 +15,7 @@ from sqlalchemy import and_, delete, func, or_, select, update
 
 from shared import budget
 from shared.budget import Settlement
-from shared.db import session_scope
+from shared.db import session_scope, survives_restarts
 from shared.models import (
     Agent,
     AgentStatus,
@@ -139,6 +139,7 @@ def _reports(session: Any, agent_id: str, number: int) -> tuple[tuple[str, str],
     )
 
 
+@survives_restarts
 def spawn(claim: Claim, category: str, prompt: str, parallel: bool) -> str:
     """Record a subagent asked for by this iteration; the coordinator starts it when the iteration ends."""
     with session_scope() as session:
@@ -158,6 +159,7 @@ def spawn(claim: Claim, category: str, prompt: str, parallel: bool) -> str:
         return agent.id
 
 
+@survives_restarts
 def beat(iteration_id: str, attempt: int) -> bool:
     """Refresh the heartbeat; False when this attempt no longer owns the iteration."""
     with session_scope() as session:
@@ -173,6 +175,7 @@ def beat(iteration_id: str, attempt: int) -> bool:
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
+@survives_restarts
 def store_message(
     claim: Claim,
     seq: int,
@@ -224,6 +227,7 @@ def store_message(
         )
 
 
+@survives_restarts
 def reserve_call(claim: Claim, amount: Decimal) -> bool:
     """Reserve a call's worst-case cost before making it; False when the budget is spent.
 
@@ -233,6 +237,7 @@ def reserve_call(claim: Claim, amount: Decimal) -> bool:
         return budget.top_up(session, claim.project_id, claim.iteration_id, amount)
 
 
+@survives_restarts
 def others_hold_reservations(claim: Claim) -> bool:
     """Whether calls of other iterations of the project hold budget that may come back."""
     with session_scope() as session:
@@ -246,6 +251,7 @@ def others_hold_reservations(claim: Claim) -> bool:
         return bool(held and held > 0)
 
 
+@survives_restarts
 def release(claim: Claim) -> None:
     """Give back what a call that failed had reserved (its usage is unknown, so nothing is charged)."""
     with session_scope() as session:
@@ -288,6 +294,7 @@ def _text(value: str | None) -> str | None:
     return value.replace("\x00", "\ufffd") if value is not None else None
 
 
+@survives_restarts
 def finish(claim: Claim, outcome: Outcome) -> bool:
     """Record how the iteration ended; False when another attempt has taken it over meanwhile."""
     status = IterationStatus.FAILED if outcome.error else IterationStatus.SUCCEEDED
@@ -322,6 +329,7 @@ def finish(claim: Claim, outcome: Outcome) -> bool:
         return True
 
 
+@survives_restarts
 def awaits_advance(iteration_id: str) -> bool:
     """Finished but not yet acted on by the coordinator (its report may have been lost)."""
     with session_scope() as session:
@@ -329,6 +337,7 @@ def awaits_advance(iteration_id: str) -> bool:
         return iteration is not None and iteration.status.is_finished and not iteration.advanced
 
 
+@survives_restarts
 def project_running(project_id: str) -> bool:
     """Checked between LLM calls: a paused or stopped project's iterations end early."""
     with session_scope() as session:

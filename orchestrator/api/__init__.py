@@ -11,6 +11,7 @@ from http import HTTPStatus
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
 from orchestrator.api import ops, projects, transcripts
@@ -46,12 +47,20 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
+    """A database restart is a 503 (try again), not a 500 (a bug)."""
+    detail = "the coordinator's database does not answer; try again shortly"
+    return JSONResponse(status_code=503, content={"error": "ServiceUnavailable", "detail": detail})
+
+
 def create_app(settings: Settings, dispatcher: Dispatcher, bus: EventBus) -> FastAPI:
     app = FastAPI(title="Constellation coordinator", version="0.1.0")
     app.state.ctx = Context(settings=settings, dispatcher=dispatcher, bus=bus)
     app.add_exception_handler(RaasError, _raas_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(OperationalError, _database_down)
+    app.add_exception_handler(InterfaceError, _database_down)
 
     @app.get("/healthz")
     def health() -> dict[str, str]:

@@ -56,11 +56,6 @@ def test_coordinator_restart_mid_iteration_loses_nothing_and_the_project_complet
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a workspace push while the coordinator is down fails the iteration and loses its "
-    "commit (workers/coordinator_client.py push_workspace does not retry); remove once fixed",
-)
 def test_iteration_ending_while_the_coordinator_is_down_loses_nothing_and_the_project_completes(
     make_rig: Callable[..., Rig], database_url: str
 ) -> None:

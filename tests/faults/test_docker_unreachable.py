@@ -18,12 +18,6 @@ DOWN_S = 15.0
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: DockerSandbox.close lets requests.ConnectionError escape and fails the iteration; "
-    "iterations that cannot reach the engine fail at once and trip the circuit breaker (the project "
-    "pauses for 30 min); remove once fixed",
-)
 def test_docker_engine_unreachable_mid_iteration_loses_nothing_and_the_project_completes(
     docker_proxy: DockerSocketProxy, make_rig: Callable[..., Rig], database_url: str
 ) -> None:

@@ -22,25 +22,14 @@ REPLY_LATENCY_S = 1.5
 SLOW_CALL = 4
 
 
-# Product bugs these tests found (see docs/faults.md); remove the marks once they are fixed.
-FOLLOWER_GIVES_UP = (
-    "bug: `raas follow` exits with 'error: Internal Server Error' when the database is down for a "
-    "moment (orchestrator/follow.py breaks the stream; the reconnect gets a 500 the CLI does not retry)"
-)
-REPLY_LOST = (
-    "bug: a model reply that arrives while the database is down is never stored or charged "
-    "(workers/session.py _call emits an output event before storing the reply, with no retry)"
-)
 
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(
     "moment",
     [
-        pytest.param("tool", marks=pytest.mark.xfail(strict=True, reason=FOLLOWER_GIVES_UP)),
-        pytest.param(
-            "reply", marks=pytest.mark.xfail(strict=True, reason=f"{FOLLOWER_GIVES_UP}; {REPLY_LOST}")
-        ),
+        "tool",
+        "reply",
     ],
 )
 def test_postgres_restart_mid_iteration_loses_nothing_and_the_project_completes(

@@ -178,12 +178,15 @@ class DockerSandbox(Sandbox):
             return
         self._closed = True
         if self._helper is not None:
-            self._helper.close()
+            try:
+                self._helper.close()
+            except (DockerException, OSError) as e:
+                log.warning("could not stop the helper of sandbox %s: %s", self.name, e)
         try:
             self.client.api.remove_container(self.container_id, force=True)
         except NotFound:
             pass
-        except APIError as e:  # the reaper removes it later: it is labelled
+        except (APIError, DockerException, OSError) as e:  # the sweep removes it later: it is labelled
             log.warning("could not remove sandbox %s: %s", self.name, e)
 
     def _connect(self) -> None:
