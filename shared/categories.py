@@ -49,7 +49,8 @@ DEFAULT_CATEGORIES: dict[str, CategoryConfig] = {
     "builder": CategoryConfig(
         description="Changes the workspace to do the task (the Ralph loop).",
         tools=list(SANDBOX_TOOLS),
-        prompt="You are an autonomous coding agent running one iteration of a Ralph loop.\n" + _RALPH
+        prompt="You are an autonomous coding agent running one iteration of a Ralph loop.\n"
+        + _RALPH
         + "\nTask:\n{task}\nWhen the whole task is done and verified, call task_complete with a short "
         "summary. If it is not done, end your turn; the next iteration continues from the workspace.",
     ),

@@ -22,8 +22,6 @@ REPLY_LATENCY_S = 1.5
 SLOW_CALL = 4
 
 
-
-
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(
     "moment",
