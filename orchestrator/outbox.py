@@ -26,6 +26,8 @@ class Outbox:
     session: Session
     events: list[EventOut] = field(default_factory=list)
     iterations: list[tuple[str, str]] = field(default_factory=list)
+    # Set by a caller that pumps once at its end, so scheduling inside it does not pump again.
+    defer_pump: bool = False
 
     def event(
         self, project_id: str, type_: str, data: dict[str, Any] | None = None, **ids: str | None

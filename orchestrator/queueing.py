@@ -31,7 +31,8 @@ def schedule(
     if not trial and not _breaker_allows(out, project, config):
         return False
     out.new_iteration(project.id, agent_id, number)
-    pump(out, project, config)
+    if not out.defer_pump:
+        pump(out, project, config)
     return project.status == ProjectStatus.RUNNING
 
 

@@ -38,6 +38,7 @@ class ReconcileReport:
     advanced: list[str] = field(default_factory=list)
     terminated: list[str] = field(default_factory=list)
     trials: list[str] = field(default_factory=list)
+    pumped: list[str] = field(default_factory=list)  # projects whose waiting iterations were sent
 
 
 def _not_resent_since(iteration: Iteration, cutoff: datetime) -> bool:
@@ -162,7 +163,7 @@ class Reconciler:
             ).all()
             for project in waiting:
                 if pump(out, project, ProjectConfig.model_validate(project.config)):
-                    report.requeued.append(project.id)
+                    report.pumped.append(project.id)
 
     def _unadvanced(self, now: datetime) -> list[tuple[str, str]]:
         cutoff = now - timedelta(seconds=REPORT_GRACE_S)
@@ -181,7 +182,16 @@ class Reconciler:
         while True:
             try:
                 report = self.run_once()
-                if report.requeued or report.failed or report.advanced or report.terminated or report.trials:
+                if any(
+                    (
+                        report.requeued,
+                        report.failed,
+                        report.advanced,
+                        report.terminated,
+                        report.trials,
+                        report.pumped,
+                    )
+                ):
                     log.info("reconcile: %s", report)
             except Exception:
                 log.exception("reconcile pass failed")

@@ -51,6 +51,7 @@ def advance(project_id: str, iteration_id: str, dispatcher: Dispatcher, bus: Eve
         if project.status != ProjectStatus.RUNNING:
             return
         config = ProjectConfig.model_validate(project.config)
+        out.defer_pump = True  # one pump at the end, whatever _decide schedules
         _decide(out, project, config, iteration)
         if project.status == ProjectStatus.RUNNING:
             pump(out, project, config)

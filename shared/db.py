@@ -38,10 +38,13 @@ def _make_sqlite_concurrent(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-@lru_cache(maxsize=8)
 def get_engine(url: str | None = None) -> Engine:
     """The process's engine for ``url`` (default: RAAS_DATABASE_URL)."""
-    url = url or get_settings().database_url
+    return _engine(url or get_settings().database_url)
+
+
+@lru_cache(maxsize=8)
+def _engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _make_sqlite_concurrent(engine)

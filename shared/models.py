@@ -170,14 +170,14 @@ class Agent(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
     task_id: Mapped[str | None] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
-    parent_id: Mapped[str | None] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    parent_id: Mapped[str | None] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
     depth: Mapped[int] = mapped_column(Integer, default=0)
     category: Mapped[str] = mapped_column(String(50), default="builder")
     # A parallel agent works on a copy of the workspace and hands back a report.
     parallel: Mapped[bool] = mapped_column(default=False)
     # A subagent's instructions, and the parent iteration that spawned it.
     prompt: Mapped[str | None] = mapped_column(Text)
-    spawned_by: Mapped[str | None] = mapped_column(String(32))
+    spawned_by: Mapped[str | None] = mapped_column(String(32), index=True)
     report: Mapped[str | None] = mapped_column(Text)
     status: Mapped[AgentStatus] = mapped_column(_enum(AgentStatus), default=AgentStatus.IDLE)
     iterations: Mapped[int] = mapped_column(Integer, default=0)
@@ -192,6 +192,9 @@ class Iteration(Base):
     __table_args__ = (
         UniqueConstraint("agent_id", "number"),
         Index("ix_iterations_status_heartbeat", "status", "heartbeat_at"),
+        # The scheduler's per-project admission counts, and the reconcile loop's lost reports.
+        Index("ix_iterations_project_status", "project_id", "status"),
+        Index("ix_iterations_advanced_status", "advanced", "status"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)

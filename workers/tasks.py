@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import atexit
 import logging
 import secrets
 import socket
 from functools import lru_cache
+from typing import Any
 
 import redis
 from celery import Task
+from celery.signals import worker_process_shutdown
 
 from shared.celery_app import ADVANCE_PROJECT, COORDINATOR_QUEUE, RUN_ITERATION, app
 from shared.events import RedisBus
@@ -50,8 +51,18 @@ def _pool(settings: Settings, worker_name: str) -> SandboxPool | None:
         name_prefix=f"raas-pool-{secrets.token_hex(4)}",
         scratch_dir=settings.scratch_dir() / "pool",
     )
-    atexit.register(pool.close)
+    _POOLS.append(pool)
     return pool
+
+
+_POOLS: list[SandboxPool] = []
+
+
+@worker_process_shutdown.connect
+def _close_pools(**_kwargs: Any) -> None:
+    # Not atexit: billiard ends pool processes with os._exit, which skips atexit handlers.
+    while _POOLS:
+        _POOLS.pop().close()
 
 
 def _limiter(settings: Settings) -> RateLimiter:

@@ -142,11 +142,12 @@ def test_an_iteration_whose_worker_died_reruns_as_a_new_attempt_charged_once(
             eng.settings.coordinator_url, eng.settings.api_token.get_secret_value()
         )
         with closing(coordinator):
-            base = coordinator.fetch_workspace(project_id, stale)
+            gitdir = tmp_path / "stale-attempt.git"
+            base = coordinator.fetch_workspace(project_id, stale, gitdir)
             (stale / "late.txt").write_text("from the dead worker\n")
-            commit_all(stale, "late", "agent-dead", "dead@constellation.local")
+            commit_all(stale, "late", "agent-dead", "dead@constellation.local", gitdir=gitdir)
             with pytest.raises(ServiceUnavailable, match="not the running attempt"):
-                coordinator.push_workspace(project_id, iteration_id, dead.attempt, stale, base)
+                coordinator.push_workspace(project_id, iteration_id, dead.attempt, gitdir, base)
         assert workspace_git(eng, project_id, "rev-parse", "main") == head
         assert records.finish(dead, records.Outcome(completed_task=True)) is False
         assert iterations(project_id)[0].completed_task is False

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 17:43:18.723258
+Create Date: 2026-11-22 19:05:48.315853
 """
 
 from alembic import op
@@ -129,7 +129,9 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id')
     )
     with op.batch_alter_table('agents', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_agents_parent_id'), ['parent_id'], unique=False)
         batch_op.create_index(batch_op.f('ix_agents_project_id'), ['project_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_agents_spawned_by'), ['spawned_by'], unique=False)
 
     op.create_table('iterations',
     sa.Column('id', sa.String(length=32), nullable=False),
@@ -161,7 +163,9 @@ def upgrade() -> None:
     sa.UniqueConstraint('agent_id', 'number')
     )
     with op.batch_alter_table('iterations', schema=None) as batch_op:
+        batch_op.create_index('ix_iterations_advanced_status', ['advanced', 'status'], unique=False)
         batch_op.create_index(batch_op.f('ix_iterations_project_id'), ['project_id'], unique=False)
+        batch_op.create_index('ix_iterations_project_status', ['project_id', 'status'], unique=False)
         batch_op.create_index('ix_iterations_status_heartbeat', ['status', 'heartbeat_at'], unique=False)
 
     op.create_table('messages',
@@ -204,11 +208,15 @@ def downgrade() -> None:
     op.drop_table('messages')
     with op.batch_alter_table('iterations', schema=None) as batch_op:
         batch_op.drop_index('ix_iterations_status_heartbeat')
+        batch_op.drop_index('ix_iterations_project_status')
         batch_op.drop_index(batch_op.f('ix_iterations_project_id'))
+        batch_op.drop_index('ix_iterations_advanced_status')
 
     op.drop_table('iterations')
     with op.batch_alter_table('agents', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_agents_spawned_by'))
         batch_op.drop_index(batch_op.f('ix_agents_project_id'))
+        batch_op.drop_index(batch_op.f('ix_agents_parent_id'))
 
     op.drop_table('agents')
     with op.batch_alter_table('tasks', schema=None) as batch_op:
