@@ -43,6 +43,12 @@ def get_engine(url: str | None = None) -> Engine:
     return _engine(url or get_settings().database_url)
 
 
+def forget_engines() -> None:
+    """Drop the cached engines (after the settings changed, in tests and benchmarks)."""
+    _engine.cache_clear()
+    _session_factory.cache_clear()
+
+
 @lru_cache(maxsize=8)
 def _engine(url: str) -> Engine:
     if url.startswith("sqlite"):

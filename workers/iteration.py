@@ -194,10 +194,8 @@ class IterationRunner:
             log.info("iteration %s is not claimable (done, or running elsewhere)", iteration_id)
             return None
         emit = self._emitter(claim)
-        emit(
-            events.ITERATION_STARTED,
-            {"number": claim.number, "attempt": claim.attempt, "worker": self.worker_name},
-        )
+        if claim.started is not None:
+            self.bus.publish(claim.started)
         with heartbeat(claim, self.settings.heartbeat_interval_s):
             outcome = self._execute(claim, emit)
         if not records.finish(claim, outcome):

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import and_, delete, func, or_, select, update
 
-from shared import budget
+from shared import budget, events
 from shared.budget import Settlement
 from shared.db import session_scope, survives_restarts
 from shared.models import (
@@ -30,6 +30,7 @@ from shared.models import (
 )
 from shared.pricing import Usage, cost_usd, find_price
 from shared.project_config import ProjectConfig
+from shared.schemas import EventOut
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Claim:
     agent_prompt: str | None = None
     feedback: str | None = None
     reports: tuple[tuple[str, str], ...] = ()
+    started: EventOut | None = None  # iteration_started, recorded with the claim; publish it
 
     @property
     def task_text(self) -> str:
@@ -100,7 +102,17 @@ def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | N
         agent = session.get_one(Agent, row.agent_id)
         agent.status = AgentStatus.WORKING
         task = session.get(Task, agent.task_id) if agent.task_id else None
+        # In the claim's own transaction: one commit less between two iterations (the hand-off).
+        started = events.record(
+            session,
+            row.project_id,
+            events.ITERATION_STARTED,
+            {"number": row.number, "attempt": row.attempt, "worker": worker},
+            agent_id=row.agent_id,
+            iteration_id=iteration_id,
+        )
         return Claim(
+            started=started,
             project_id=row.project_id,
             iteration_id=iteration_id,
             agent_id=row.agent_id,

@@ -31,7 +31,7 @@ import psycopg
 import redis
 
 from orchestrator.client import CoordinatorAPI
-from shared.db import get_engine
+from shared.db import forget_engines
 from shared.migrate import upgrade
 from shared.settings import get_settings
 from tests.stack import Stack
@@ -124,7 +124,7 @@ def services() -> Iterator[Services]:
     # For code of the product run in this process too (it reads the settings once).
     os.environ.update({"RAAS_DATABASE_URL": url, "RAAS_REDIS_URL": REDIS_URL, "RAAS_BROKER_URL": REDIS_URL})
     get_settings.cache_clear()  # importing the Celery app has read them already
-    get_engine.cache_clear()
+    forget_engines()
     try:
         upgrade(url)
         bus.flushdb()

@@ -133,7 +133,7 @@ def test_an_iteration_whose_worker_died_reruns_as_a_new_attempt_charged_once(
         assert spent > dead_cost
         assert row.cost_usd == spent
         started = event_log(project_id, events.ITERATION_STARTED)
-        assert [e.data["attempt"] for e in started] == [2]
+        assert [e.data["attempt"] for e in started] == [1, 2]  # the dead attempt started too
 
         # The dead attempt, had it come back, may not push its workspace or record its end.
         head = workspace_git(eng, project_id, "rev-parse", "main")
