@@ -106,8 +106,17 @@ def _continue_idle_agents(out: Outbox, project: Project, *, trial: bool = False)
         )
         .order_by(Agent.created_at)
     ).all()
+    # One bounded read of what is already queued or running (not each agent's whole history).
+    pending = set(
+        out.session.scalars(
+            select(Iteration.agent_id).where(
+                Iteration.project_id == project.id,
+                Iteration.status.in_([IterationStatus.QUEUED, IterationStatus.RUNNING]),
+            )
+        )
+    )
     for agent in agents:
-        if not _needs_iteration(out, agent):
+        if agent.id in pending or not _needs_iteration(out, agent):
             continue
         agent.status = AgentStatus.IDLE
         if not schedule(out, project, config, agent.id, agent.iterations + 1, trial=trial) or trial:
@@ -117,25 +126,17 @@ def _continue_idle_agents(out: Outbox, project: Project, *, trial: bool = False)
 
 
 def _needs_iteration(out: Outbox, agent: Agent) -> bool:
-    """No iteration pending, no subagent still working, and its task not finished."""
+    """No subagent still working, and its task not finished."""
     if agent.task_id is not None:
         task = out.session.get(Task, agent.task_id)
         if task is not None and task.status in (TaskStatus.COMPLETED, TaskStatus.FAILED):
             return False
-    pending = out.session.scalar(
-        select(func.count())
-        .select_from(Iteration)
-        .where(
-            Iteration.agent_id == agent.id,
-            Iteration.status.in_([IterationStatus.QUEUED, IterationStatus.RUNNING]),
-        )
-    )
     children = out.session.scalar(
         select(func.count())
         .select_from(Agent)
         .where(Agent.parent_id == agent.id, Agent.status.not_in([AgentStatus.COMPLETED, AgentStatus.ERROR]))
     )
-    return not pending and not children
+    return not children
 
 
 def stop_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -17,7 +18,7 @@ from orchestrator.dispatch import Dispatcher
 from shared import events
 from shared.db import session_scope
 from shared.events import EventBus
-from shared.models import Iteration, utcnow
+from shared.models import Iteration, IterationStatus, new_id, utcnow
 from shared.schemas import EventOut
 
 
@@ -26,6 +27,8 @@ class Outbox:
     session: Session
     events: list[EventOut] = field(default_factory=list)
     iterations: list[tuple[str, str]] = field(default_factory=list)
+    # Iterations added by this transaction (see ``new_iteration``).
+    scheduled: list[Iteration] = field(default_factory=list)
     # Set by a caller that pumps once at its end, so scheduling inside it does not pump again.
     defer_pump: bool = False
 
@@ -35,10 +38,22 @@ class Outbox:
         self.events.append(events.record(self.session, project_id, type_, data, **ids))
 
     def new_iteration(self, project_id: str, agent_id: str, number: int) -> Iteration:
-        """A new iteration row; it is sent to the workers only once ``enqueue`` is called."""
-        iteration = Iteration(project_id=project_id, agent_id=agent_id, number=number, created_at=utcnow())
+        """A new iteration row; it is sent to the workers only once ``enqueue`` is called.
+
+        Not flushed: ``pump`` finds it in ``scheduled``, and it is inserted with its reservation
+        and send time at the commit, in one statement.
+        """
+        iteration = Iteration(
+            id=new_id(),
+            project_id=project_id,
+            agent_id=agent_id,
+            number=number,
+            status=IterationStatus.QUEUED,
+            reserved_usd=Decimal(0),
+            created_at=utcnow(),
+        )
         self.session.add(iteration)
-        self.session.flush()
+        self.scheduled.append(iteration)
         return iteration
 
     def enqueue(self, project_id: str, iteration: Iteration) -> None:
@@ -52,7 +67,8 @@ def transaction(dispatcher: Dispatcher, bus: EventBus) -> Iterator[Outbox]:
     with session_scope() as session:
         outbox = Outbox(session)
         yield outbox
-    for event in outbox.events:
-        bus.publish(event)
+    # Iterations first: a worker waits on its message, a follower only watches.
     for project_id, iteration_id in outbox.iterations:
         dispatcher.enqueue_iteration(project_id, iteration_id)
+    for event in outbox.events:
+        bus.publish(event)

@@ -8,7 +8,7 @@ queue in front of another project's loop), and at most one iteration of a non-pa
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import select
 
 from orchestrator.breaker import Breaker, IterationReport, check_timeout, may_run, record
 from orchestrator.outbox import Outbox
@@ -36,55 +36,51 @@ def schedule(
     return project.status == ProjectStatus.RUNNING
 
 
-def _active() -> ColumnElement[bool]:
-    """Running, or sent to the broker and not yet claimed."""
-    return or_(
-        Iteration.status == IterationStatus.RUNNING,
-        and_(Iteration.status == IterationStatus.QUEUED, Iteration.enqueued_at.is_not(None)),
-    )
-
-
 def pump(out: Outbox, project: Project, config: ProjectConfig) -> int:
-    """Send waiting iterations to the workers within the project's limits; how many were sent."""
-    out.session.flush()
-    active = (
-        out.session.scalar(
-            select(func.count()).select_from(Iteration).where(Iteration.project_id == project.id, _active())
-        )
-        or 0
-    )
-    writer_busy = bool(
-        out.session.scalar(
-            select(func.count())
-            .select_from(Iteration)
+    """Send waiting iterations to the workers within the project's limits; how many were sent.
+
+    One query reads the project's unfinished iterations (bounded by what is in flight or
+    waiting, never by its history); the ones this transaction added are not flushed for it.
+    """
+    with out.session.no_autoflush:
+        rows = out.session.execute(
+            select(Iteration, Agent)
             .join(Agent, Agent.id == Iteration.agent_id)
-            .where(Iteration.project_id == project.id, _active(), Agent.parallel.is_(False))
-        )
-    )
-    waiting = out.session.execute(
-        select(Iteration, Agent.parallel, Agent.category)
-        .join(Agent, Agent.id == Iteration.agent_id)
-        .where(
-            Iteration.project_id == project.id,
-            Iteration.status == IterationStatus.QUEUED,
-            Iteration.enqueued_at.is_(None),
-        )
-        .order_by(Iteration.created_at)
-    ).all()
+            .where(
+                Iteration.project_id == project.id,
+                Iteration.status.in_([IterationStatus.QUEUED, IterationStatus.RUNNING]),
+            )
+            .order_by(Iteration.created_at)
+        ).all()
+        # Oldest first; this transaction's own come last (dicts keep their order).
+        unfinished = {iteration: agent for iteration, agent in rows}
+        for iteration in out.scheduled:
+            if iteration.project_id == project.id and iteration not in unfinished:
+                unfinished[iteration] = out.session.get_one(Agent, iteration.agent_id)
+    in_flight = [agent for iteration, agent in unfinished.items() if _in_flight(iteration)]
+    active = len(in_flight)
+    writer_busy = any(not agent.parallel for agent in in_flight)
     sent = 0
-    for iteration, parallel, category in waiting:
+    for iteration, agent in unfinished.items():
+        if iteration.status != IterationStatus.QUEUED or _in_flight(iteration):
+            continue
         if active >= config.max_parallel:
             break
-        if not parallel and writer_busy:
+        if not agent.parallel and writer_busy:
             continue
-        if not _reserve_first_call(out, project, config, iteration, category):
+        if not _reserve_first_call(out, project, config, iteration, agent.category):
             if not active:
                 pause_for_budget(out, project)  # nothing in flight will give money back
             break  # wait: the iterations in flight settle their reservations when they end
         out.enqueue(project.id, iteration)
         active, sent = active + 1, sent + 1
-        writer_busy = writer_busy or not parallel
+        writer_busy = writer_busy or not agent.parallel
     return sent
+
+
+def _in_flight(iteration: Iteration) -> bool:
+    """Running, or sent to the broker and not yet claimed."""
+    return iteration.status == IterationStatus.RUNNING or iteration.enqueued_at is not None
 
 
 def _reserve_first_call(
@@ -94,7 +90,7 @@ def _reserve_first_call(
     price = find_price(config.model_for(category), config.pricing)
     assert price is not None  # raas.toml validation refuses unpriced models
     estimate = budget.call_estimate_usd(price, budget.DEFAULT_INPUT_TOKENS, config.max_tokens)
-    return budget.reserve(out.session, project.id, iteration.id, estimate)
+    return budget.admit(out.session, project, iteration, estimate)
 
 
 def _breaker_allows(out: Outbox, project: Project, config: ProjectConfig) -> bool:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session, aliased
 
 from orchestrator import workflows, workspace
 from orchestrator.dispatch import Dispatcher
@@ -43,22 +43,44 @@ def advance(project_id: str, iteration_id: str, dispatcher: Dispatcher, bus: Eve
     """Act on a finished iteration: complete, fail or pause the project, or schedule what is next."""
     with transaction(dispatcher, bus) as out:
         project = get_project_row(out.session, project_id, lock=True)
-        iteration = out.session.get(Iteration, iteration_id)
-        if iteration is None or iteration.advanced or not iteration.status.is_finished:
+        child = aliased(Agent)
+        # Subagents this iteration asked for, or earlier ones still at work: read in the same query.
+        has_children = (
+            select(child.id)
+            .where(
+                child.parent_id == Agent.id,
+                or_(child.spawned_by == Iteration.id, child.status.not_in(_FINISHED_AGENT)),
+            )
+            .exists()
+        )
+        found = out.session.execute(
+            select(Iteration, Agent, has_children)
+            .join(Agent, Agent.id == Iteration.agent_id)
+            .where(Iteration.id == iteration_id)
+        ).one_or_none()
+        if found is None or found[0].advanced or not found[0].status.is_finished:
             log.info("advance %s/%s: nothing to do", project_id, iteration_id)
             return
+        iteration, agent, children = found
         iteration.advanced = True
         if project.status != ProjectStatus.RUNNING:
             return
         config = ProjectConfig.model_validate(project.config)
         out.defer_pump = True  # one pump at the end, whatever _decide schedules
-        _decide(out, project, config, iteration)
+        _decide(out, project, config, iteration, agent, children=children)
         if project.status == ProjectStatus.RUNNING:
             pump(out, project, config)
 
 
-def _decide(out: Outbox, project: Project, config: ProjectConfig, iteration: Iteration) -> None:
-    agent = out.session.get_one(Agent, iteration.agent_id)
+def _decide(
+    out: Outbox,
+    project: Project,
+    config: ProjectConfig,
+    iteration: Iteration,
+    agent: Agent,
+    *,
+    children: bool,
+) -> None:
     if iteration.error_kind == ErrorKind.API_KEY:
         pause(out, project, "api_key_required", iteration.error or "the API key was rejected")
         out.event(project.id, events.API_KEY_REQUIRED, {"error": iteration.error}, iteration_id=iteration.id)
@@ -66,20 +88,15 @@ def _decide(out: Outbox, project: Project, config: ProjectConfig, iteration: Ite
     if iteration.error_kind == ErrorKind.BUDGET:
         pause_for_budget(out, project)
         return
-    spawned = _start_spawned(out, project, config, iteration)
-    if spawned or _waiting_for_children(out.session, agent.id):
+    if children:
+        spawned = out.session.scalars(select(Agent.id).where(Agent.spawned_by == iteration.id))
+        for child_id in spawned.all():
+            schedule(out, project, config, child_id, 1)
         agent.status = AgentStatus.BLOCKED  # its next iteration starts when its subagents are done
     elif agent.parent_id is not None:
         _subagent_iteration_done(out, project, config, agent, iteration)
     else:
         _root_iteration_done(out, project, config, agent, iteration)
-
-
-def _start_spawned(out: Outbox, project: Project, config: ProjectConfig, iteration: Iteration) -> int:
-    children = out.session.scalars(select(Agent).where(Agent.spawned_by == iteration.id)).all()
-    for child in children:
-        schedule(out, project, config, child.id, 1)
-    return len(children)
 
 
 def _waiting_for_children(session: Session, agent_id: str) -> bool:
@@ -94,13 +111,12 @@ def _waiting_for_children(session: Session, agent_id: str) -> bool:
 def _root_iteration_done(
     out: Outbox, project: Project, config: ProjectConfig, agent: Agent, iteration: Iteration
 ) -> None:
-    task = out.session.get_one(Task, agent.task_id)
+    threshold = config.completion_threshold
     if agent.category == "validator" and config.check_command:
-        _validated(out, project, config, agent, task, iteration)
-    elif (
-        iteration.completed_task and _completing_streak(out.session, agent.id) >= config.completion_threshold
-    ):
+        _validated(out, project, config, agent, _task_of(out, agent), iteration)
+    elif iteration.completed_task and _completion_confirmed(out.session, agent.id, threshold):
         agent.status = AgentStatus.COMPLETED
+        task = _task_of(out, agent)
         if agent.category == "planner":
             task.status = TaskStatus.COMPLETED
             workflows.accept_plan(out, project, config, iteration.summary or "")
@@ -109,12 +125,17 @@ def _root_iteration_done(
         else:
             workflows.complete_task(out, project, config, task)
     elif iteration.number >= config.max_iterations:
+        task = _task_of(out, agent)
         reason = f"task {task.key!r}: max_iterations ({config.max_iterations}) reached without task_complete"
         agent.status, task.status = AgentStatus.ERROR, TaskStatus.FAILED
         end(out, project, ProjectStatus.FAILED, reason, {"reason": reason, "task": task.key})
     elif not breaker_trips(out, project, iteration, config):
         agent.status = AgentStatus.IDLE
         schedule(out, project, config, agent.id, iteration.number + 1)
+
+
+def _task_of(out: Outbox, agent: Agent) -> Task:
+    return out.session.get_one(Task, agent.task_id)
 
 
 def _validated(
@@ -165,8 +186,11 @@ def _subagent_iteration_done(
         schedule(out, project, config, parent.id, parent.iterations + 1)
 
 
-def _completing_streak(session: Session, agent_id: str) -> int:
-    """How many of the agent's latest finished iterations, in a row, completed the task."""
+def _completion_confirmed(session: Session, agent_id: str, threshold: int) -> bool:
+    """Whether the agent's latest ``threshold`` finished iterations all completed the task.
+
+    Reads at most ``threshold`` rows, however long the agent's history.
+    """
     flags = session.scalars(
         select(Iteration.completed_task)
         .where(
@@ -174,13 +198,9 @@ def _completing_streak(session: Session, agent_id: str) -> int:
             Iteration.status.in_([IterationStatus.SUCCEEDED, IterationStatus.FAILED]),
         )
         .order_by(Iteration.number.desc())
-    )
-    streak = 0
-    for completed in flags:
-        if not completed:
-            break
-        streak += 1
-    return streak
+        .limit(threshold)
+    ).all()
+    return len(flags) == threshold and all(flags)
 
 
 def accept_workspace(

@@ -66,6 +66,29 @@ def reserve(session: Session, project_id: str, iteration_id: str | None, amount:
     return True
 
 
+def admit(session: Session, project: Project, iteration: Iteration, amount: Decimal) -> bool:
+    """``reserve`` for the coordinator, which holds the project's row locked (FOR UPDATE) while
+    it decides: the same rule, checked on the locked row, so the reservation is written with the
+    rest of the transaction rather than by statements of its own (the hand-off waits on them).
+
+    A worker's conditional UPDATE waits for the lock and then sees what was reserved here.
+    """
+    if project.budget_limit_usd - project.spent_usd - project.reserved_usd <= BELOW_A_MICRODOLLAR:
+        return False
+    project.reserved_usd += amount
+    iteration.reserved_usd = (iteration.reserved_usd or Decimal(0)) + amount
+    session.add(
+        LedgerEntry(
+            project_id=project.id,
+            iteration_id=iteration.id,
+            kind=LedgerKind.RESERVE,
+            amount_usd=amount,
+            created_at=utcnow(),
+        )
+    )
+    return True
+
+
 @dataclass(frozen=True)
 class Settlement:
     spent_usd: Decimal

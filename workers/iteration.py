@@ -10,7 +10,7 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,38 +187,31 @@ class IterationRunner:
 
         return emit
 
-    def run(self, iteration_id: str, task_id: str | None = None) -> Claim | None:
-        """Run the iteration if this worker can claim it; return the claim (None if not ours)."""
+    def run(
+        self, iteration_id: str, task_id: str | None = None, report: Callable[[], None] | None = None
+    ) -> Claim | None:
+        """Run the iteration if this worker can claim it; return the claim (None if not ours).
+
+        ``report`` (asking the coordinator to advance) is called once the end is recorded and
+        before its event is published: the next iteration waits on the report, not on the event.
+        """
         claim = records.claim(iteration_id, self.worker_name, self.settings.heartbeat_stale_s, task_id)
         if claim is None:
             log.info("iteration %s is not claimable (done, or running elsewhere)", iteration_id)
             return None
-        emit = self._emitter(claim)
         if claim.started is not None:
             self.bus.publish(claim.started)
         with heartbeat(claim, self.settings.heartbeat_interval_s):
-            outcome = self._execute(claim, emit)
-        if not records.finish(claim, outcome):
+            outcome = self._execute(claim, self._emitter(claim))
+        ended = records.finish(claim, outcome)
+        if ended is None:
             log.warning(
                 "iteration %s attempt %d was taken over; its result is dropped", iteration_id, claim.attempt
             )
             return None
-        if outcome.error:
-            emit(
-                events.ITERATION_ERROR,
-                {"number": claim.number, "error": outcome.error, "kind": outcome.error_kind},
-            )
-        else:
-            emit(
-                events.ITERATION_COMPLETE,
-                {
-                    "number": claim.number,
-                    "completed_task": outcome.completed_task,
-                    "summary": outcome.summary,
-                    "files_changed": outcome.files_changed or [],
-                    "commit": outcome.commit_sha,
-                },
-            )
+        if report is not None:
+            report()
+        self.bus.publish(ended)
         return claim
 
     def _execute(self, claim: Claim, emit: Emit) -> Outcome:

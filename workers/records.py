@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy.orm import Session
 
 from shared import budget, events
 from shared.budget import Settlement
@@ -95,14 +96,7 @@ def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | N
         ).one_or_none()
         if row is None:
             return None
-        if row.attempt > 1:
-            # Subagents asked for by the dead attempt never started; this attempt asks anew.
-            session.execute(delete(Agent).where(Agent.spawned_by == iteration_id))
-        project = session.get_one(Project, row.project_id)
-        agent = session.get_one(Agent, row.agent_id)
-        agent.status = AgentStatus.WORKING
-        task = session.get(Task, agent.task_id) if agent.task_id else None
-        # In the claim's own transaction: one commit less between two iterations (the hand-off).
+        # First, in the claim's own transaction: the claim is the iteration's start.
         started = events.record(
             session,
             row.project_id,
@@ -111,6 +105,16 @@ def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | N
             agent_id=row.agent_id,
             iteration_id=iteration_id,
         )
+        if row.attempt > 1:
+            # Subagents asked for by the dead attempt never started; this attempt asks anew.
+            session.execute(delete(Agent).where(Agent.spawned_by == iteration_id))
+        project, agent, task = session.execute(
+            select(Project, Agent, Task)
+            .join(Agent, Agent.project_id == Project.id)
+            .outerjoin(Task, Task.id == Agent.task_id)
+            .where(Agent.id == row.agent_id)
+        ).one()
+        agent.status = AgentStatus.WORKING
         return Claim(
             started=started,
             project_id=row.project_id,
@@ -133,22 +137,17 @@ def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | N
         )
 
 
-def _reports(session: Any, agent_id: str, number: int) -> tuple[tuple[str, str], ...]:
+def _reports(session: Session, agent_id: str, number: int) -> tuple[tuple[str, str], ...]:
     """Reports of the subagents the agent's previous iteration spawned (or that its task began with)."""
-    previous = session.scalar(
-        select(Iteration.id).where(Iteration.agent_id == agent_id, Iteration.number == number - 1)
-    )
-    children = session.scalars(
-        select(Agent)
-        .where(
-            Agent.parent_id == agent_id,
-            Agent.spawned_by == previous if previous else Agent.spawned_by.is_(None),
+    query = select(Agent.category, Agent.report).where(Agent.parent_id == agent_id, Agent.report.is_not(None))
+    if number == 1:
+        query = query.where(Agent.spawned_by.is_(None))
+    else:
+        query = query.join(Iteration, Iteration.id == Agent.spawned_by).where(
+            Iteration.agent_id == agent_id, Iteration.number == number - 1
         )
-        .order_by(Agent.created_at)
-    )
-    return tuple(
-        (child.category, child.report or "(no report)") for child in children if child.report is not None
-    )
+    rows = session.execute(query.order_by(Agent.created_at))
+    return tuple((category, report or "(no report)") for category, report in rows)
 
 
 @survives_restarts
@@ -272,7 +271,7 @@ def release(claim: Claim) -> None:
         )
 
 
-def _add_totals(session: Any, claim: Claim, usage: Usage, cost: Decimal) -> None:
+def _add_totals(session: Session, claim: Claim, usage: Usage, cost: Decimal) -> None:
     session.execute(
         update(Agent)
         .where(Agent.id == claim.agent_id)
@@ -307,8 +306,11 @@ def _text(value: str | None) -> str | None:
 
 
 @survives_restarts
-def finish(claim: Claim, outcome: Outcome) -> bool:
-    """Record how the iteration ended; False when another attempt has taken it over meanwhile."""
+def finish(claim: Claim, outcome: Outcome) -> EventOut | None:
+    """Record how the iteration ended, with its ``iteration_complete`` or ``iteration_error``
+    event in the same transaction (one commit less between two iterations); publish the event
+    after reporting. None when another attempt has taken the iteration over meanwhile.
+    """
     status = IterationStatus.FAILED if outcome.error else IterationStatus.SUCCEEDED
     with session_scope() as session:
         result = session.execute(
@@ -331,14 +333,38 @@ def finish(claim: Claim, outcome: Outcome) -> bool:
             )
         )
         if not result.rowcount:  # type: ignore[attr-defined]
-            return False
+            return None
         budget.settle(
             session, claim.project_id, claim.iteration_id, Decimal(0), claim.config.budget.warning_threshold
         )
-        agent = session.get_one(Agent, claim.agent_id)
-        agent.iterations += 1
-        agent.status = AgentStatus.ERROR if outcome.error else AgentStatus.IDLE
-        return True
+        session.execute(
+            update(Agent)
+            .where(Agent.id == claim.agent_id)
+            .values(
+                iterations=Agent.iterations + 1,
+                status=AgentStatus.ERROR if outcome.error else AgentStatus.IDLE,
+            )
+        )
+        type_, data = _end_event(claim, outcome)
+        return events.record(
+            session, claim.project_id, type_, data, agent_id=claim.agent_id, iteration_id=claim.iteration_id
+        )
+
+
+def _end_event(claim: Claim, outcome: Outcome) -> tuple[str, dict[str, Any]]:
+    if outcome.error:
+        return events.ITERATION_ERROR, {
+            "number": claim.number,
+            "error": outcome.error,
+            "kind": outcome.error_kind,
+        }
+    return events.ITERATION_COMPLETE, {
+        "number": claim.number,
+        "completed_task": outcome.completed_task,
+        "summary": outcome.summary,
+        "files_changed": outcome.files_changed or [],
+        "commit": outcome.commit_sha,
+    }
 
 
 @survives_restarts

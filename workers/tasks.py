@@ -80,12 +80,16 @@ def _limiter(settings: Settings) -> RateLimiter:
 def run_iteration(self: Task, project_id: str, iteration_id: str) -> None:
     """Run the iteration (if it is still queued) and ask the coordinator to advance the project."""
     worker = self.request.hostname or socket.gethostname()
-    claim = _runner(worker).run(iteration_id, self.request.id)
-    # A redelivered message for a finished iteration runs nothing, but repeats the report in
-    # case the first one was lost with its worker; advancing is idempotent.
-    if claim is not None or records.awaits_advance(iteration_id):
+
+    def report() -> None:
         app.send_task(
             ADVANCE_PROJECT,
             kwargs={"project_id": project_id, "iteration_id": iteration_id},
             queue=COORDINATOR_QUEUE,
         )
+
+    claim = _runner(worker).run(iteration_id, self.request.id, report)
+    # A redelivered message for a finished iteration runs nothing, but repeats the report in
+    # case the first one was lost with its worker; advancing is idempotent.
+    if claim is None and records.awaits_advance(iteration_id):
+        report()

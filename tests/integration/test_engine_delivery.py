@@ -149,5 +149,5 @@ def test_an_iteration_whose_worker_died_reruns_as_a_new_attempt_charged_once(
             with pytest.raises(ServiceUnavailable, match="not the running attempt"):
                 coordinator.push_workspace(project_id, iteration_id, dead.attempt, gitdir, base)
         assert workspace_git(eng, project_id, "rev-parse", "main") == head
-        assert records.finish(dead, records.Outcome(completed_task=True)) is False
+        assert records.finish(dead, records.Outcome(completed_task=True)) is None
         assert iterations(project_id)[0].completed_task is False

@@ -113,9 +113,11 @@ def _apply(db: Engine, project_id: str, iteration_id: str, books: Books, step: t
     _, action, micros, fraction = step
     amount = Decimal(micros) * MICRO
     with Session(db) as session, session.begin():
-        if action == "send":  # the coordinator reserves an iteration's first call
+        if action == "send":  # the coordinator reserves an iteration's first call, on the locked row
             before = books.remaining
-            admitted = budget.reserve(session, project_id, iteration_id, amount)
+            project = session.scalars(select(Project).where(Project.id == project_id).with_for_update()).one()
+            iteration = session.get_one(Iteration, iteration_id)
+            admitted = budget.admit(session, project, iteration, amount)
             assert admitted or before <= 0, f"refused with {before} remaining"
             event("send admitted" if admitted else "send refused")
             if admitted:
