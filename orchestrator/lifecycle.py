@@ -145,14 +145,17 @@ def stop_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Proj
         project = get_project_row(out.session, project_id, lock=True)
         _require(project, (ProjectStatus.CREATED, ProjectStatus.RUNNING, ProjectStatus.PAUSED), "stopped")
         end(out, project, ProjectStatus.STOPPED, "stopped by the user", {"reason": "stopped by the user"})
+        threshold = ProjectConfig.model_validate(project.config).budget.warning_threshold
         for iteration in out.session.scalars(
             select(Iteration).where(
                 Iteration.project_id == project_id, Iteration.status == IterationStatus.QUEUED
             )
-        ):
+        ).all():
             iteration.status = IterationStatus.FAILED
             iteration.error = "project stopped before it ran"
             iteration.advanced = True
+            # It never runs, so no worker settles what was reserved for its first call.
+            budget.settle(out.session, project.id, iteration.id, Decimal(0), threshold)
         return ProjectOut.model_validate(project)
 
 

@@ -8,7 +8,7 @@ queue in front of another project's loop), and at most one iteration of a non-pa
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from orchestrator.breaker import Breaker, IterationReport, check_timeout, may_run, record
 from orchestrator.outbox import Outbox
@@ -36,6 +36,18 @@ def schedule(
     return project.status == ProjectStatus.RUNNING
 
 
+# A project's iterations queued or running, oldest first (bounded by what is in flight or waiting).
+_UNFINISHED = (
+    select(Iteration, Agent)
+    .join(Agent, Agent.id == Iteration.agent_id)
+    .where(
+        Iteration.project_id == bindparam("project_id"),
+        Iteration.status.in_([IterationStatus.QUEUED, IterationStatus.RUNNING]),
+    )
+    .order_by(Iteration.created_at)
+)
+
+
 def pump(out: Outbox, project: Project, config: ProjectConfig) -> int:
     """Send waiting iterations to the workers within the project's limits; how many were sent.
 
@@ -43,15 +55,7 @@ def pump(out: Outbox, project: Project, config: ProjectConfig) -> int:
     waiting, never by its history); the ones this transaction added are not flushed for it.
     """
     with out.session.no_autoflush:
-        rows = out.session.execute(
-            select(Iteration, Agent)
-            .join(Agent, Agent.id == Iteration.agent_id)
-            .where(
-                Iteration.project_id == project.id,
-                Iteration.status.in_([IterationStatus.QUEUED, IterationStatus.RUNNING]),
-            )
-            .order_by(Iteration.created_at)
-        ).all()
+        rows = out.session.execute(_UNFINISHED, {"project_id": project.id}).all()
         # Oldest first; this transaction's own come last (dicts keep their order).
         unfinished = {iteration: agent for iteration, agent in rows}
         for iteration in out.scheduled:

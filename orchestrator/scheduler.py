@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from orchestrator import workflows, workspace
@@ -39,24 +39,32 @@ log = logging.getLogger(__name__)
 _FINISHED_AGENT = (AgentStatus.COMPLETED, AgentStatus.ERROR)
 
 
+_CHILD = aliased(Agent)
+# The finished iteration, its agent, and whether that agent has subagents to start or wait
+# for, in one query. Read after the project's row is locked, by a statement of its own: rows
+# joined to a locking query keep the versions from before its wait for the lock.
+_FINISHED_ITERATION = (
+    select(
+        Iteration,
+        Agent,
+        select(_CHILD.id)
+        .where(
+            _CHILD.parent_id == Agent.id,
+            or_(_CHILD.spawned_by == Iteration.id, _CHILD.status.not_in(_FINISHED_AGENT)),
+        )
+        .exists(),
+    )
+    .join(Agent, Agent.id == Iteration.agent_id)
+    .where(Iteration.id == bindparam("iteration_id"), Iteration.project_id == bindparam("project_id"))
+)
+
+
 def advance(project_id: str, iteration_id: str, dispatcher: Dispatcher, bus: EventBus) -> None:
     """Act on a finished iteration: complete, fail or pause the project, or schedule what is next."""
     with transaction(dispatcher, bus) as out:
         project = get_project_row(out.session, project_id, lock=True)
-        child = aliased(Agent)
-        # Subagents this iteration asked for, or earlier ones still at work: read in the same query.
-        has_children = (
-            select(child.id)
-            .where(
-                child.parent_id == Agent.id,
-                or_(child.spawned_by == Iteration.id, child.status.not_in(_FINISHED_AGENT)),
-            )
-            .exists()
-        )
         found = out.session.execute(
-            select(Iteration, Agent, has_children)
-            .join(Agent, Agent.id == Iteration.agent_id)
-            .where(Iteration.id == iteration_id)
+            _FINISHED_ITERATION, {"project_id": project_id, "iteration_id": iteration_id}
         ).one_or_none()
         if found is None or found[0].advanced or not found[0].status.is_finished:
             log.info("advance %s/%s: nothing to do", project_id, iteration_id)

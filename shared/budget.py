@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
-from shared.models import Iteration, LedgerEntry, LedgerKind, Project, utcnow
+from shared.models import Iteration, LedgerEntry, LedgerKind, Money, Project, utcnow
 from shared.pricing import ModelPrice
 
 MILLION = Decimal(1_000_000)
@@ -96,18 +96,28 @@ class Settlement:
     warn: bool  # this settlement crossed the warning threshold for the first time
 
 
+# Built once: settling is on the path between two iterations, where building a statement
+# costs about as much as running it.
+_HELD = select(Iteration.reserved_usd).where(Iteration.id == bindparam("iteration_id"))
+_RELEASE = update(Iteration).where(Iteration.id == bindparam("iteration_id")).values(reserved_usd=Decimal(0))
+_CHARGE = (
+    update(Project)
+    .where(Project.id == bindparam("project_id"))
+    .values(
+        spent_usd=Project.spent_usd + bindparam("actual", type_=Money),
+        reserved_usd=Project.reserved_usd - bindparam("held", type_=Money),
+    )
+    .returning(Project.spent_usd, Project.budget_limit_usd, Project.budget_warned)
+)
+
+
 def settle(
     session: Session, project_id: str, iteration_id: str, actual: Decimal, threshold: float
 ) -> Settlement:
     """Charge ``actual`` and release everything the iteration still holds in reservation."""
-    held = session.scalar(select(Iteration.reserved_usd).where(Iteration.id == iteration_id)) or Decimal(0)
-    session.execute(update(Iteration).where(Iteration.id == iteration_id).values(reserved_usd=Decimal(0)))
-    row = session.execute(
-        update(Project)
-        .where(Project.id == project_id)
-        .values(spent_usd=Project.spent_usd + actual, reserved_usd=Project.reserved_usd - held)
-        .returning(Project.spent_usd, Project.budget_limit_usd, Project.budget_warned)
-    ).one()
+    held = session.scalar(_HELD, {"iteration_id": iteration_id}) or Decimal(0)
+    session.execute(_RELEASE, {"iteration_id": iteration_id})
+    row = session.execute(_CHARGE, {"project_id": project_id, "actual": actual, "held": held}).one()
     session.add(
         LedgerEntry(
             project_id=project_id,

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy import and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from shared import budget, events
@@ -65,6 +65,72 @@ class Claim:
         return f"{self.task_title}\n{self.task_description}".strip()
 
 
+# The hand-off's statements, built once: building one costs about as much as running it.
+_CLAIM = (
+    update(Iteration)
+    .where(
+        Iteration.id == bindparam("iteration_id"),
+        or_(
+            Iteration.status == IterationStatus.QUEUED,
+            and_(Iteration.status == IterationStatus.RUNNING, Iteration.heartbeat_at < bindparam("stale")),
+        ),
+    )
+    .values(
+        status=IterationStatus.RUNNING,
+        attempt=Iteration.attempt + 1,
+        worker=bindparam("b_worker"),
+        task_id=bindparam("b_task_id"),
+        heartbeat_at=bindparam("b_now"),
+        started_at=bindparam("b_now"),
+    )
+    .returning(Iteration.project_id, Iteration.agent_id, Iteration.number, Iteration.attempt)
+    .execution_options(synchronize_session=False)
+)
+_CLAIMED = (
+    select(Project, Agent, Task)
+    .join(Agent, Agent.project_id == Project.id)
+    .outerjoin(Task, Task.id == Agent.task_id)
+    .where(Agent.id == bindparam("agent_id"))
+)
+_REPORTS = select(Agent.category, Agent.report).where(
+    Agent.parent_id == bindparam("agent_id"), Agent.report.is_not(None)
+)
+# Of the subagents a task began with (an agent's first iteration), or of those its previous
+# iteration spawned.
+_FIRST_REPORTS = _REPORTS.where(Agent.spawned_by.is_(None)).order_by(Agent.created_at)
+_LATER_REPORTS = (
+    _REPORTS.join(Iteration, Iteration.id == Agent.spawned_by)
+    .where(Iteration.agent_id == bindparam("agent_id"), Iteration.number == bindparam("previous"))
+    .order_by(Agent.created_at)
+)
+_FINISH = (
+    update(Iteration)
+    .where(
+        Iteration.id == bindparam("iteration_id"),
+        Iteration.attempt == bindparam("b_attempt"),
+        Iteration.status == IterationStatus.RUNNING,
+    )
+    .values(
+        status=bindparam("b_status"),
+        completed_task=bindparam("b_completed_task"),
+        summary=bindparam("b_summary"),
+        error=bindparam("b_error"),
+        error_kind=bindparam("b_error_kind"),
+        base_sha=bindparam("b_base_sha"),
+        commit_sha=bindparam("b_commit_sha"),
+        files_changed=bindparam("b_files_changed"),
+        finished_at=bindparam("b_finished_at"),
+    )
+    .execution_options(synchronize_session=False)
+)
+_COUNT_ITERATION = (
+    update(Agent)
+    .where(Agent.id == bindparam("agent_id"))
+    .values(iterations=Agent.iterations + 1, status=bindparam("b_status"))
+    .execution_options(synchronize_session=False)
+)
+
+
 def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | None = None) -> Claim | None:
     """Take the iteration for this worker, in one conditional UPDATE.
 
@@ -76,23 +142,14 @@ def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | N
     stale = now - timedelta(seconds=stale_after_s)
     with session_scope() as session:
         row = session.execute(
-            update(Iteration)
-            .where(
-                Iteration.id == iteration_id,
-                or_(
-                    Iteration.status == IterationStatus.QUEUED,
-                    and_(Iteration.status == IterationStatus.RUNNING, Iteration.heartbeat_at < stale),
-                ),
-            )
-            .values(
-                status=IterationStatus.RUNNING,
-                attempt=Iteration.attempt + 1,
-                worker=worker,
-                task_id=task_id,
-                heartbeat_at=now,
-                started_at=now,
-            )
-            .returning(Iteration.project_id, Iteration.agent_id, Iteration.number, Iteration.attempt)
+            _CLAIM,
+            {
+                "iteration_id": iteration_id,
+                "stale": stale,
+                "b_now": now,
+                "b_worker": worker,
+                "b_task_id": task_id,
+            },
         ).one_or_none()
         if row is None:
             return None
@@ -108,12 +165,7 @@ def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | N
         if row.attempt > 1:
             # Subagents asked for by the dead attempt never started; this attempt asks anew.
             session.execute(delete(Agent).where(Agent.spawned_by == iteration_id))
-        project, agent, task = session.execute(
-            select(Project, Agent, Task)
-            .join(Agent, Agent.project_id == Project.id)
-            .outerjoin(Task, Task.id == Agent.task_id)
-            .where(Agent.id == row.agent_id)
-        ).one()
+        project, agent, task = session.execute(_CLAIMED, {"agent_id": row.agent_id}).one()
         agent.status = AgentStatus.WORKING
         return Claim(
             started=started,
@@ -139,14 +191,10 @@ def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | N
 
 def _reports(session: Session, agent_id: str, number: int) -> tuple[tuple[str, str], ...]:
     """Reports of the subagents the agent's previous iteration spawned (or that its task began with)."""
-    query = select(Agent.category, Agent.report).where(Agent.parent_id == agent_id, Agent.report.is_not(None))
     if number == 1:
-        query = query.where(Agent.spawned_by.is_(None))
+        rows = session.execute(_FIRST_REPORTS, {"agent_id": agent_id})
     else:
-        query = query.join(Iteration, Iteration.id == Agent.spawned_by).where(
-            Iteration.agent_id == agent_id, Iteration.number == number - 1
-        )
-    rows = session.execute(query.order_by(Agent.created_at))
+        rows = session.execute(_LATER_REPORTS, {"agent_id": agent_id, "previous": number - 1})
     return tuple((category, report or "(no report)") for category, report in rows)
 
 
@@ -314,37 +362,28 @@ def finish(claim: Claim, outcome: Outcome) -> EventOut | None:
     status = IterationStatus.FAILED if outcome.error else IterationStatus.SUCCEEDED
     with session_scope() as session:
         result = session.execute(
-            update(Iteration)
-            .where(
-                Iteration.id == claim.iteration_id,
-                Iteration.attempt == claim.attempt,
-                Iteration.status == IterationStatus.RUNNING,
-            )
-            .values(
-                status=status,
-                completed_task=outcome.completed_task,
-                summary=_text(outcome.summary),
-                error=_text(outcome.error),
-                error_kind=outcome.error_kind,
-                base_sha=outcome.base_sha,
-                commit_sha=outcome.commit_sha,
-                files_changed=outcome.files_changed or [],
-                finished_at=utcnow(),
-            )
+            _FINISH,
+            {
+                "iteration_id": claim.iteration_id,
+                "b_attempt": claim.attempt,
+                "b_status": status,
+                "b_completed_task": outcome.completed_task,
+                "b_summary": _text(outcome.summary),
+                "b_error": _text(outcome.error),
+                "b_error_kind": outcome.error_kind,
+                "b_base_sha": outcome.base_sha,
+                "b_commit_sha": outcome.commit_sha,
+                "b_files_changed": outcome.files_changed or [],
+                "b_finished_at": utcnow(),
+            },
         )
         if not result.rowcount:  # type: ignore[attr-defined]
             return None
         budget.settle(
             session, claim.project_id, claim.iteration_id, Decimal(0), claim.config.budget.warning_threshold
         )
-        session.execute(
-            update(Agent)
-            .where(Agent.id == claim.agent_id)
-            .values(
-                iterations=Agent.iterations + 1,
-                status=AgentStatus.ERROR if outcome.error else AgentStatus.IDLE,
-            )
-        )
+        agent_status = AgentStatus.ERROR if outcome.error else AgentStatus.IDLE
+        session.execute(_COUNT_ITERATION, {"agent_id": claim.agent_id, "b_status": agent_status})
         type_, data = _end_event(claim, outcome)
         return events.record(
             session, claim.project_id, type_, data, agent_id=claim.agent_id, iteration_id=claim.iteration_id

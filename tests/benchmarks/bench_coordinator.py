@@ -106,7 +106,8 @@ def measured_hand_offs(svc: rig.Services, project_ids: list[str]) -> tuple[list[
 @dataclass
 class Measured:
     hand_offs: list[float]  # seconds
-    baseline: list[float]  # seconds
+    baseline: list[float]  # seconds, raw round trips spaced like iterations
+    back_to_back: list[float]  # seconds, raw round trips one right after another
     durations: list[float]  # seconds, of the iterations themselves
     parts: dict[str, float]
     advance_s: list[float]
@@ -124,9 +125,11 @@ def measure(args: argparse.Namespace) -> Measured:
             ]
             with raw.workers(specs, running.env, running.log_dir):
                 raw.run_hops(5)  # warm-up: the prefork child imports and connects on its first task
-                baseline = raw.run_hops(args.hops)
+                back_to_back = raw.run_hops(args.hops)
+                baseline = raw.run_hops(args.spaced_hops, args.gap)
                 project_ids = run_projects(running, args.projects, args.iterations)
-                baseline += raw.run_hops(args.hops)
+                back_to_back += raw.run_hops(args.hops)
+                baseline += raw.run_hops(args.spaced_hops, args.gap)
             advance_s = advance_task_s(running.log_dir / "coordinator.log")
         hand_offs, durations = measured_hand_offs(svc, project_ids)
         with svc.pg() as conn:
@@ -136,7 +139,13 @@ def measure(args: argparse.Namespace) -> Measured:
                 (project_ids,),
             ).fetchall()
         return Measured(
-            hand_offs, baseline, durations, hand_off_parts(svc, project_ids), advance_s, dict(ended)
+            hand_offs,
+            baseline,
+            back_to_back,
+            durations,
+            hand_off_parts(svc, project_ids),
+            advance_s,
+            dict(ended),
         )
 
 
@@ -150,6 +159,15 @@ def table_of(args: argparse.Namespace, m: Measured) -> Table:
             "ms",
             "raw Celery worker->coordinator->worker",
             goal_max=GOAL_RATIO,
+        )
+    )
+    table.figures.append(
+        Figure(
+            "hand-off, against raw round trips back to back",
+            rig.median(m.hand_offs) * 1000,
+            rig.median(m.back_to_back) * 1000,
+            "ms",
+            "raw Celery, no gap between round trips",
         )
     )
     table.figures.append(
@@ -175,7 +193,15 @@ def main() -> int:
     )
     parser.add_argument("--projects", type=int, default=3, help="projects, run one after another")
     parser.add_argument("--iterations", type=int, default=20, help="max_iterations of each project")
-    parser.add_argument("--hops", type=int, default=60, help="raw round trips, before and after ours each")
+    parser.add_argument(
+        "--hops", type=int, default=60, help="raw round trips back to back, before and after ours each"
+    )
+    parser.add_argument(
+        "--spaced-hops", type=int, default=30, help="raw round trips spaced by --gap, before and after ours"
+    )
+    parser.add_argument(
+        "--gap", type=float, default=0.5, help="seconds between spaced raw round trips (about an iteration)"
+    )
     args = parser.parse_args()
     m = measure(args)
     table = table_of(args, m)

@@ -62,19 +62,21 @@ def _redis() -> redis.Redis:
 
 
 @app.task(name=HOP_TO_WORKER)
-def hop_to_worker(stamps: list[list[float]], left: int, key: str) -> None:
-    """In the worker: note the start; then report to the coordinator, or end the chain."""
+def hop_to_worker(stamps: list[list[float]], left: int, key: str, gap_s: float = 0.0) -> None:
+    """In the worker: note the start, stay ``gap_s`` (as an iteration would, working), then
+    report to the coordinator, or end the chain."""
     started = time.time()
     if left == 0:
         _redis().rpush(key, json.dumps([*stamps, [started, started]]))
         return
-    app.send_task(HOP_TO_COORDINATOR, args=[[*stamps, [started, time.time()]], left, key])
+    time.sleep(gap_s)
+    app.send_task(HOP_TO_COORDINATOR, args=[[*stamps, [started, time.time()]], left, key, gap_s])
 
 
 @app.task(name=HOP_TO_COORDINATOR)
-def hop_to_coordinator(stamps: list[list[float]], left: int, key: str) -> None:
+def hop_to_coordinator(stamps: list[list[float]], left: int, key: str, gap_s: float = 0.0) -> None:
     """In the coordinator: enqueue the next hop in the worker."""
-    app.send_task(HOP_TO_WORKER, args=[stamps, left - 1, key])
+    app.send_task(HOP_TO_WORKER, args=[stamps, left - 1, key, gap_s])
 
 
 @app.task(name=NOOP)
@@ -126,11 +128,18 @@ def workers(
                 proc.wait()
 
 
-def run_hops(count: int, timeout_s: float = 120.0) -> list[float]:
-    """One chain of ``count`` worker → coordinator → worker hand-offs; their durations in seconds."""
+def run_hops(count: int, gap_s: float = 0.0, timeout_s: float = 120.0) -> list[float]:
+    """One chain of ``count`` worker → coordinator → worker hand-offs; their durations in seconds.
+
+    With ``gap_s`` the worker hop idles that long before it reports, as an iteration's work
+    separates two hand-offs; the idle time is not part of a hand-off.
+    """
     key = f"bench:raw:hops:{time.monotonic_ns()}"
-    app.send_task(HOP_TO_WORKER, args=[[], count, key])
-    reply = _redis().blpop([key], timeout=timeout_s)
+    app.send_task(HOP_TO_WORKER, args=[[], count, key, gap_s])
+    deadline = time.monotonic() + timeout_s + count * gap_s
+    reply = None
+    while reply is None and time.monotonic() < deadline:
+        reply = _redis().blpop([key], timeout=2)  # below redis-py's default socket timeout (5 s)
     if reply is None:
         msg = f"the raw hop chain did not finish within {timeout_s}s"
         raise TimeoutError(msg)

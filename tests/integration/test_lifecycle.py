@@ -71,6 +71,9 @@ def test_stop_ends_the_project_and_drops_its_queued_iteration(eng: Engine) -> No
     with session_scope() as session:
         statuses = list(session.scalars(select(Iteration.status).where(Iteration.project_id == project_id)))
     assert statuses == [IterationStatus.FAILED]
+    # What the dropped iteration had reserved for its first call is given back.
+    assert _project(project_id).reserved_usd == 0
+    assert _project(project_id).spent_usd == 0
     eng.run_next(project_id)  # the message still arrives: it does nothing
     assert eng.requests(project_id) == []
     assert _event_types(project_id)[-1] == events.PROJECT_STOPPED
