@@ -28,6 +28,7 @@ from shared.models import (
     ProjectStatus,
     Task,
     TaskStatus,
+    unfinished,
     utcnow,
 )
 from shared.project_config import ProjectConfig
@@ -109,10 +110,7 @@ def _continue_idle_agents(out: Outbox, project: Project, *, trial: bool = False)
     # One bounded read of what is already queued or running (not each agent's whole history).
     pending = set(
         out.session.scalars(
-            select(Iteration.agent_id).where(
-                Iteration.project_id == project.id,
-                Iteration.status.in_([IterationStatus.QUEUED, IterationStatus.RUNNING]),
-            )
+            select(Iteration.agent_id).where(Iteration.project_id == project.id, unfinished())
         )
     )
     for agent in agents:
@@ -148,7 +146,7 @@ def stop_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Proj
         threshold = ProjectConfig.model_validate(project.config).budget.warning_threshold
         for iteration in out.session.scalars(
             select(Iteration).where(
-                Iteration.project_id == project_id, Iteration.status == IterationStatus.QUEUED
+                Iteration.project_id == project_id, unfinished(), Iteration.status == IterationStatus.QUEUED
             )
         ).all():
             iteration.status = IterationStatus.FAILED

@@ -14,7 +14,7 @@ from orchestrator.breaker import Breaker, IterationReport, check_timeout, may_ru
 from orchestrator.outbox import Outbox
 from orchestrator.transitions import pause, pause_for_breaker, pause_for_budget
 from shared import budget
-from shared.models import Agent, Iteration, IterationStatus, Project, ProjectStatus, utcnow
+from shared.models import Agent, Iteration, IterationStatus, Project, ProjectStatus, unfinished, utcnow
 from shared.pricing import find_price
 from shared.project_config import ProjectConfig
 
@@ -42,7 +42,7 @@ _UNFINISHED = (
     .join(Agent, Agent.id == Iteration.agent_id)
     .where(
         Iteration.project_id == bindparam("project_id"),
-        Iteration.status.in_([IterationStatus.QUEUED, IterationStatus.RUNNING]),
+        unfinished(),
     )
     .order_by(Iteration.created_at)
 )

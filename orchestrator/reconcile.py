@@ -22,7 +22,7 @@ from orchestrator.dispatch import Dispatcher
 from orchestrator.outbox import transaction
 from orchestrator.queueing import pump
 from shared.events import EventBus
-from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, utcnow
+from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, unfinished, utcnow
 from shared.project_config import ProjectConfig
 from shared.settings import Settings
 
@@ -155,7 +155,9 @@ class Reconciler:
                     Project.status == ProjectStatus.RUNNING,
                     Project.id.in_(
                         select(Iteration.project_id).where(
-                            Iteration.status == IterationStatus.QUEUED, Iteration.enqueued_at.is_(None)
+                            unfinished(),
+                            Iteration.status == IterationStatus.QUEUED,
+                            Iteration.enqueued_at.is_(None),
                         )
                     ),
                 )

@@ -12,7 +12,20 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, Numeric, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    Numeric,
+    String,
+    Text,
+    UniqueConstraint,
+    bindparam,
+    text,
+)
 from sqlalchemy import Enum as SAEnum
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -62,6 +75,13 @@ class IterationStatus(str, Enum):
     @property
     def is_finished(self) -> bool:
         return self in (IterationStatus.SUCCEEDED, IterationStatus.FAILED)
+
+
+# Queued or running: what a project has in flight or waiting. Written into the SQL as literals,
+# never as parameters, so that Postgres matches it to the partial index ix_iterations_unfinished
+# also in a prepared statement's generic plan; there a parameter's value is unknown, the planner
+# guesses a project's rows from the average project, and a long project's whole history was read.
+UNFINISHED_SQL = "status IN ('queued', 'running')"
 
 
 class ErrorKind(str, Enum):
@@ -192,8 +212,14 @@ class Iteration(Base):
     __table_args__ = (
         UniqueConstraint("agent_id", "number"),
         Index("ix_iterations_status_heartbeat", "status", "heartbeat_at"),
-        # The scheduler's per-project admission counts, and the reconcile loop's lost reports.
-        Index("ix_iterations_project_status", "project_id", "status"),
+        # A project's unfinished iterations (the scheduler's admission, the budget's holders):
+        # bounded by what is in flight, however long the project's history.
+        Index(
+            "ix_iterations_unfinished",
+            "project_id",
+            postgresql_where=text(UNFINISHED_SQL),
+            sqlite_where=text(UNFINISHED_SQL),
+        ),
         Index("ix_iterations_advanced_status", "advanced", "status"),
     )
 
@@ -224,6 +250,12 @@ class Iteration(Base):
     enqueued_at: Mapped[datetime | None] = _ts()
     started_at: Mapped[datetime | None] = _ts()
     finished_at: Mapped[datetime | None] = _ts()
+
+
+def unfinished() -> ColumnElement[bool]:
+    """``UNFINISHED_SQL`` in a query, with the statuses rendered as literals (see there)."""
+    statuses = [IterationStatus.QUEUED, IterationStatus.RUNNING]
+    return Iteration.status.in_(bindparam("unfinished", statuses, expanding=True, literal_execute=True))
 
 
 class Message(Base):

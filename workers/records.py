@@ -27,6 +27,7 @@ from shared.models import (
     Project,
     ProjectStatus,
     Task,
+    unfinished,
     utcnow,
 )
 from shared.pricing import Usage, cost_usd, find_price
@@ -303,8 +304,9 @@ def others_hold_reservations(claim: Claim) -> bool:
         held = session.scalar(
             select(func.coalesce(func.sum(Iteration.reserved_usd), 0)).where(
                 Iteration.project_id == claim.project_id,
-                Iteration.id != claim.iteration_id,
+                unfinished(),
                 Iteration.status == IterationStatus.RUNNING,
+                Iteration.id != claim.iteration_id,
             )
         )
         return bool(held and held > 0)
