@@ -55,7 +55,9 @@ _FINISHED_ITERATION = (
         .exists(),
     )
     .join(Agent, Agent.id == Iteration.agent_id)
-    .where(Iteration.id == bindparam("iteration_id"), Iteration.project_id == bindparam("project_id"))
+    # By its key alone: with the project's id beside it, Postgres may also read the project's
+    # whole history from ix_iterations_project_id (a BitmapAnd) to confirm what the key says.
+    .where(Iteration.id == bindparam("iteration_id"))
 )
 
 
@@ -63,10 +65,13 @@ def advance(project_id: str, iteration_id: str, dispatcher: Dispatcher, bus: Eve
     """Act on a finished iteration: complete, fail or pause the project, or schedule what is next."""
     with transaction(dispatcher, bus) as out:
         project = get_project_row(out.session, project_id, lock=True)
-        found = out.session.execute(
-            _FINISHED_ITERATION, {"project_id": project_id, "iteration_id": iteration_id}
-        ).one_or_none()
-        if found is None or found[0].advanced or not found[0].status.is_finished:
+        found = out.session.execute(_FINISHED_ITERATION, {"iteration_id": iteration_id}).one_or_none()
+        if (
+            found is None
+            or found[0].project_id != project_id
+            or found[0].advanced
+            or not found[0].status.is_finished
+        ):
             log.info("advance %s/%s: nothing to do", project_id, iteration_id)
             return
         iteration, agent, children = found
