@@ -89,7 +89,11 @@ class Reconciler:
             rows = out.session.execute(
                 select(Iteration, Project.status)
                 .join(Project, Project.id == Iteration.project_id)
-                .where(Iteration.status == IterationStatus.RUNNING, Iteration.heartbeat_at < stale)
+                .where(
+                    unfinished(),
+                    Iteration.status == IterationStatus.RUNNING,
+                    Iteration.heartbeat_at < stale,
+                )
                 .with_for_update(of=Iteration)
             ).all()
             for iteration, project_status in rows:
@@ -111,6 +115,7 @@ class Reconciler:
         with transaction(self.dispatcher, self.bus) as out:
             for iteration in _locked_iterations(
                 out.session,
+                unfinished(),
                 Iteration.status == IterationStatus.QUEUED,
                 Project.status == ProjectStatus.RUNNING,
                 Iteration.enqueued_at < cutoff,
@@ -123,6 +128,7 @@ class Reconciler:
         with transaction(self.dispatcher, self.bus) as out:
             for iteration in _locked_iterations(
                 out.session,
+                unfinished(),
                 Iteration.status == IterationStatus.RUNNING,
                 Project.status == ProjectStatus.STOPPED,
                 Project.finished_at < cutoff,

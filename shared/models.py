@@ -211,9 +211,10 @@ class Iteration(Base):
     __tablename__ = "iterations"
     __table_args__ = (
         UniqueConstraint("agent_id", "number"),
-        Index("ix_iterations_status_heartbeat", "status", "heartbeat_at"),
-        # A project's unfinished iterations (the scheduler's admission, the budget's holders):
-        # bounded by what is in flight, however long the project's history.
+        # Unfinished iterations, by project (the scheduler's admission, the budget's holders) or
+        # all of them (the reconcile loop): bounded by what is in flight, however long the
+        # history. No index leads with status: Postgres took one over the primary key for
+        # ``WHERE id = ? AND status = 'running'`` and read every dead entry of 'running'.
         Index(
             "ix_iterations_unfinished",
             "project_id",

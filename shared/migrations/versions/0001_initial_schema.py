@@ -166,7 +166,6 @@ def upgrade() -> None:
         batch_op.create_index('ix_iterations_advanced_status', ['advanced', 'status'], unique=False)
         batch_op.create_index(batch_op.f('ix_iterations_project_id'), ['project_id'], unique=False)
         batch_op.create_index('ix_iterations_unfinished', ['project_id'], unique=False, postgresql_where=sa.text("status IN ('queued', 'running')"), sqlite_where=sa.text("status IN ('queued', 'running')"))
-        batch_op.create_index('ix_iterations_status_heartbeat', ['status', 'heartbeat_at'], unique=False)
 
     op.create_table('messages',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
@@ -207,7 +206,6 @@ def downgrade() -> None:
 
     op.drop_table('messages')
     with op.batch_alter_table('iterations', schema=None) as batch_op:
-        batch_op.drop_index('ix_iterations_status_heartbeat')
         batch_op.drop_index('ix_iterations_unfinished', postgresql_where=sa.text("status IN ('queued', 'running')"), sqlite_where=sa.text("status IN ('queued', 'running')"))
         batch_op.drop_index(batch_op.f('ix_iterations_project_id'))
         batch_op.drop_index('ix_iterations_advanced_status')
