@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from shared.errors import NotFound
 from shared.models import Project
 
+# Built once: locking the project is the first statement of every hand-off.
+_PROJECT = select(Project).where(Project.id == bindparam("project_id"))
+_LOCKED_PROJECT = _PROJECT.with_for_update()
+
 
 def get_project_row(session: Session, project_id: str, *, lock: bool = False) -> Project:
-    query = select(Project).where(Project.id == project_id)
-    if lock:
-        query = query.with_for_update()
-    project = session.scalars(query).one_or_none()
+    query = _LOCKED_PROJECT if lock else _PROJECT
+    project = session.scalars(query, {"project_id": project_id}).one_or_none()
     if project is None:
         msg = f"no project {project_id!r}; `raas ls` lists your projects"
         raise NotFound(msg)
