@@ -57,15 +57,15 @@ def pump(out: Outbox, project: Project, config: ProjectConfig) -> int:
     with out.session.no_autoflush:
         rows = out.session.execute(_UNFINISHED, {"project_id": project.id}).all()
         # Oldest first; this transaction's own come last (dicts keep their order).
-        unfinished = {iteration: agent for iteration, agent in rows}
+        candidates = {iteration: agent for iteration, agent in rows}
         for iteration in out.scheduled:
-            if iteration.project_id == project.id and iteration not in unfinished:
-                unfinished[iteration] = out.session.get_one(Agent, iteration.agent_id)
-    in_flight = [agent for iteration, agent in unfinished.items() if _in_flight(iteration)]
+            if iteration.project_id == project.id and iteration not in candidates:
+                candidates[iteration] = out.session.get_one(Agent, iteration.agent_id)
+    in_flight = [agent for iteration, agent in candidates.items() if _in_flight(iteration)]
     active = len(in_flight)
     writer_busy = any(not agent.parallel for agent in in_flight)
     sent = 0
-    for iteration, agent in unfinished.items():
+    for iteration, agent in candidates.items():
         if iteration.status != IterationStatus.QUEUED or _in_flight(iteration):
             continue
         if active >= config.max_parallel:
