@@ -10,7 +10,9 @@ from shared.models import Project
 
 # Built once: locking the project is the first statement of every hand-off.
 _PROJECT = select(Project).where(Project.id == bindparam("project_id"))
-_LOCKED_PROJECT = _PROJECT.with_for_update()
+# Locked rows are read afresh even if the session holds the project already: decisions taken
+# under the lock (the budget gate's ``admit``) must see what the lock protects.
+_LOCKED_PROJECT = _PROJECT.with_for_update().execution_options(populate_existing=True)
 
 
 def get_project_row(session: Session, project_id: str, *, lock: bool = False) -> Project:
