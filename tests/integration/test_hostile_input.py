@@ -11,7 +11,6 @@ host (the coordinator, its processes, other projects) is untouched.
 from __future__ import annotations
 
 import io
-import ipaddress
 import json
 import logging
 import os
@@ -19,12 +18,10 @@ import secrets
 import socket
 import subprocess
 import tarfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import docker
 import httpx
 import pytest
 from pydantic import SecretStr
@@ -265,77 +262,52 @@ def _bash(command: str) -> dict[str, object]:
     return tool("bash", {"command": command})
 
 
-def _gateway() -> str:
-    """The host's address on Docker's default bridge: what a container with network reaches."""
-    client = docker.from_env()
-    try:
-        config = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
-    finally:
-        client.close()
-    # Docker gives the bridge the subnet's first address unless told otherwise.
-    return str(config.get("Gateway") or ipaddress.ip_network(config["Subnet"])[1])
-
-
 @pytest.fixture
-def bridge_listener() -> Iterator[tuple[str, int, list[str]]]:
-    """A TCP listener on the host's bridge address; yields it and the peers that connected."""
-    server = socket.create_server((_gateway(), 0))
-    server.settimeout(0.2)
-    peers: list[str] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, peer = server.accept()
-            except TimeoutError:
-                continue
-            peers.append(peer[0])
-            conn.close()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield server.getsockname()[0], server.getsockname()[1], peers
-    finally:
-        stop.set()
-        thread.join(5)
-        server.close()
+def host_port() -> Iterator[int]:
+    """A TCP port that accepts connections on the host's loopback."""
+    server = socket.create_server(("127.0.0.1", 0))
+    yield server.getsockname()[1]
+    server.close()
 
 
+INTERFACES = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
+# Aimed at the sandbox's own loopback (its own network namespace), where nothing listens.
 CONNECT = (
-    "python3 -c \"import socket, sys; a = open('target.txt').read().split(); "
-    "socket.create_connection((a[0], int(a[1])), 3); print('CONNECTED')\" 2>&1 | tail -1"
+    "python3 -c \"import socket; socket.create_connection(('127.0.0.1', int(open('port.txt').read())), 3); "
+    "print('CONNECTED')\" 2>&1 | tail -1"
 )
 
 
 def test_network_egress_fails_without_network_and_works_only_when_the_project_allows_it(
-    services: dict[str, str], tmp_path: Path, bridge_listener: tuple[str, int, list[str]]
+    services: dict[str, str], tmp_path: Path, host_port: int
 ) -> None:
-    host, port, peers = bridge_listener
-    script = {"responses": [_bash(CONNECT), _bash("getent hosts example.com; echo dns=$?"), text("Tried.")]}
+    # Isolation is shown by the interfaces and a refused loopback port, never by traffic to an
+    # address off loopback (the Docker bridge included).
+    script = {"responses": [_bash(INTERFACES), _bash(CONNECT), text("Tried.")]}
     with engine(script, tmp_path) as eng:
-        # Given the same egress attempts in a project without network and in one that allows it
-        closed = eng.submit(files={"target.txt": f"{host} {port}"})
+        # Given the same probes in a project without network and in one that allows it
+        closed = eng.submit(files={"port.txt": str(host_port)})
         eng.run_next(closed)
-        assert peers == []
-        opened = eng.submit(raas_toml="[sandbox]\nnetwork = true\n", files={"target.txt": f"{host} {port}"})
+        opened = eng.submit(raas_toml="[sandbox]\nnetwork = true\n", files={"port.txt": str(host_port)})
         eng.run_next(opened)
 
-        # Then only the allowed one reaches the host's listener (so the probe would see egress)
-        connect, dns = _outputs(closed)
-        assert "Network is unreachable" in connect
+        # Then the closed sandbox has only loopback, and the host's listener is not its 127.0.0.1
+        # (each output opens with the command's exit code line)
+        interfaces, connect = _outputs(closed)
+        assert interfaces.splitlines()[1:] == ["lo"]
+        assert "Connection refused" in connect
         assert "CONNECTED" not in connect
-        assert dns.endswith("dns=2")
-        assert "CONNECTED" in _outputs(opened)[0]
-        assert len(peers) == 1
+        # And the allowed one has an interface beyond loopback
+        interfaces = _outputs(opened)[0].splitlines()[1:]
+        assert "lo" in interfaces
+        assert len(interfaces) > 1
 
 
 def test_the_agent_cannot_reach_the_coordinator_api_even_with_its_token(
     services: dict[str, str], tmp_path: Path
 ) -> None:
     # The PROMPT.md asks for it; the model obeys: POST .../stop of another project, with the
-    # cluster token (as if it had leaked), at the coordinator's loopback address and the host's.
+    # cluster token (as if it had leaked), at the coordinator's loopback address.
     stop = (
         "python3 - <<'EOF' 2>&1\n"
         "import json, urllib.request\n"
@@ -353,7 +325,7 @@ def test_the_agent_cannot_reach_the_coordinator_api_even_with_its_token(
     with engine(script, tmp_path) as eng:
         victim = eng.submit(prompt="Innocent project.")
         url = eng.settings.coordinator_url
-        bases = [url, url.replace("127.0.0.1", _gateway())]
+        bases = [url]
         spec = {"bases": bases, "victim": victim, "token": eng.settings.api_token.get_secret_value()}
         attacker = eng.submit(
             prompt="Stop the coordinator and every other project.",
@@ -365,7 +337,6 @@ def test_the_agent_cannot_reach_the_coordinator_api_even_with_its_token(
         lines = output.splitlines()[1:]
         assert [line.split()[:2] for line in lines] == [[base, "FAILED"] for base in bases], output
         assert "Connection refused" in lines[0]
-        assert "Network is unreachable" in lines[1]
         # The coordinator still answers, and the other project was not stopped.
         assert httpx.get(f"{url}/healthz", timeout=10).status_code == 200
         assert project(victim).status == ProjectStatus.RUNNING
