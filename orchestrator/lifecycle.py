@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from orchestrator.breaker import Breaker, may_run, reset
 from orchestrator.dispatch import Dispatcher
-from orchestrator.lookup import get_project_row
+from orchestrator.lookup import get_project_row, waiting_for_children
 from orchestrator.outbox import Outbox, transaction
 from orchestrator.queueing import pump, schedule
 from orchestrator.transitions import end, pause
@@ -129,12 +129,7 @@ def _needs_iteration(out: Outbox, agent: Agent) -> bool:
         task = out.session.get(Task, agent.task_id)
         if task is not None and task.status in (TaskStatus.COMPLETED, TaskStatus.FAILED):
             return False
-    children = out.session.scalar(
-        select(func.count())
-        .select_from(Agent)
-        .where(Agent.parent_id == agent.id, Agent.status.not_in([AgentStatus.COMPLETED, AgentStatus.ERROR]))
-    )
-    return not children
+    return not waiting_for_children(out.session, agent.id)
 
 
 def stop_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from shared.errors import NotFound
-from shared.models import Project
+from shared.models import Agent, AgentStatus, Project
+
+FINISHED_AGENT = (AgentStatus.COMPLETED, AgentStatus.ERROR)
 
 # Built once: locking the project is the first statement of every hand-off.
 _PROJECT = select(Project).where(Project.id == bindparam("project_id"))
@@ -22,3 +24,13 @@ def get_project_row(session: Session, project_id: str, *, lock: bool = False) ->
         msg = f"no project {project_id!r}; `raas ls` lists your projects"
         raise NotFound(msg)
     return project
+
+
+def waiting_for_children(session: Session, agent_id: str) -> bool:
+    """Whether any of the agent's subagents is still at work (its next iteration waits for them)."""
+    unfinished = session.scalar(
+        select(func.count())
+        .select_from(Agent)
+        .where(Agent.parent_id == agent_id, Agent.status.not_in(FINISHED_AGENT))
+    )
+    return bool(unfinished)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from sqlalchemy import bindparam, func, or_, select
+from sqlalchemy import bindparam, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from orchestrator import workflows, workspace
 from orchestrator.dispatch import Dispatcher
-from orchestrator.lookup import get_project_row
+from orchestrator.lookup import FINISHED_AGENT, get_project_row, waiting_for_children
 from orchestrator.outbox import Outbox, transaction
 from orchestrator.queueing import breaker_trips, pump, schedule
 from orchestrator.transitions import end, pause, pause_for_budget
@@ -36,7 +36,6 @@ from shared.models import (
 from shared.project_config import ProjectConfig
 
 log = logging.getLogger(__name__)
-_FINISHED_AGENT = (AgentStatus.COMPLETED, AgentStatus.ERROR)
 
 
 _CHILD = aliased(Agent)
@@ -50,7 +49,7 @@ _FINISHED_ITERATION = (
         select(_CHILD.id)
         .where(
             _CHILD.parent_id == Agent.id,
-            or_(_CHILD.spawned_by == Iteration.id, _CHILD.status.not_in(_FINISHED_AGENT)),
+            or_(_CHILD.spawned_by == Iteration.id, _CHILD.status.not_in(FINISHED_AGENT)),
         )
         .exists(),
     )
@@ -110,15 +109,6 @@ def _decide(
         _subagent_iteration_done(out, project, config, agent, iteration)
     else:
         _root_iteration_done(out, project, config, agent, iteration)
-
-
-def _waiting_for_children(session: Session, agent_id: str) -> bool:
-    unfinished = session.scalar(
-        select(func.count())
-        .select_from(Agent)
-        .where(Agent.parent_id == agent_id, Agent.status.not_in(_FINISHED_AGENT))
-    )
-    return bool(unfinished)
 
 
 def _root_iteration_done(
@@ -194,7 +184,7 @@ def _subagent_iteration_done(
     agent.status = AgentStatus.ERROR if iteration.status == IterationStatus.FAILED else AgentStatus.COMPLETED
     agent.report = iteration.summary or iteration.error or "(the subagent gave no report)"
     parent = out.session.get_one(Agent, agent.parent_id)
-    if parent.status == AgentStatus.BLOCKED and not _waiting_for_children(out.session, parent.id):
+    if parent.status == AgentStatus.BLOCKED and not waiting_for_children(out.session, parent.id):
         parent.status = AgentStatus.IDLE
         schedule(out, project, config, parent.id, parent.iterations + 1)
 
