@@ -54,15 +54,7 @@ def reserve(session: Session, project_id: str, iteration_id: str | None, amount:
             .where(Iteration.id == iteration_id)
             .values(reserved_usd=Iteration.reserved_usd + amount)
         )
-    session.add(
-        LedgerEntry(
-            project_id=project_id,
-            iteration_id=iteration_id,
-            kind=LedgerKind.RESERVE,
-            amount_usd=amount,
-            created_at=utcnow(),
-        )
-    )
+    _record_reservation(session, project_id, iteration_id, amount)
     return True
 
 
@@ -77,16 +69,20 @@ def admit(session: Session, project: Project, iteration: Iteration, amount: Deci
         return False
     project.reserved_usd += amount
     iteration.reserved_usd = (iteration.reserved_usd or Decimal(0)) + amount
+    _record_reservation(session, project.id, iteration.id, amount)
+    return True
+
+
+def _record_reservation(session: Session, project_id: str, iteration_id: str | None, amount: Decimal) -> None:
     session.add(
         LedgerEntry(
-            project_id=project.id,
-            iteration_id=iteration.id,
+            project_id=project_id,
+            iteration_id=iteration_id,
             kind=LedgerKind.RESERVE,
             amount_usd=amount,
             created_at=utcnow(),
         )
     )
-    return True
 
 
 @dataclass(frozen=True)
