@@ -160,7 +160,7 @@ class Project(Base):
     spent_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
     reserved_usd: Mapped[Decimal] = mapped_column(default=Decimal(0))
     budget_warned: Mapped[bool] = mapped_column(default=False)
-    # The circuit breaker's state (orchestrator.breaker.Breaker as JSON); None means closed.
+    # The circuit breaker's state (orchestrator.scheduling.breaker.Breaker as JSON); None means closed.
     breaker: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime] = _ts(nullable=False)
     started_at: Mapped[datetime | None] = _ts()

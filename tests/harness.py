@@ -19,13 +19,13 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
-from orchestrator import projects, scheduler
 from orchestrator.api import create_app
+from orchestrator.scheduling import advance, projects
 from shared.events import RedisBus
 from shared.settings import Settings, get_settings
 from tests.stack import free_port
 from workers.iteration import IterationRunner
-from workers.ratelimit import RateLimiter
+from workers.llm.ratelimit import RateLimiter
 from workers.records import Claim
 from workers.sandbox.pool import SandboxPool
 from workers.scripted_model.script import Script
@@ -107,7 +107,7 @@ class Engine:
         iteration_id = self.dispatcher.take(project_id)
         assert iteration_id is not None, "nothing enqueued for this project"
         claim = self.runner(worker).run(iteration_id)
-        scheduler.advance(project_id, iteration_id, self.dispatcher, self.bus)
+        advance.advance(project_id, iteration_id, self.dispatcher, self.bus)
         return claim
 
     def run_to_end(self, project_id: str, limit: int = 20) -> int:

@@ -25,15 +25,16 @@ from shared.git import commit_all
 from shared.models import ErrorKind
 from shared.scud import write_back
 from shared.settings import Settings
-from workers import llm, records
+from workers import records
+from workers.agent.session import AgentSession, Emit, SessionFailure, SessionResult
 from workers.coordinator_client import CoordinatorClient
-from workers.ratelimit import RateLimiter
-from workers.reaping import cluster_id
+from workers.llm import client as llm
+from workers.llm.ratelimit import RateLimiter
 from workers.records import Claim, Outcome
 from workers.sandbox.base import Sandbox, SandboxLimits
 from workers.sandbox.docker import DockerSandbox
 from workers.sandbox.pool import SandboxPool
-from workers.session import AgentSession, Emit, SessionFailure, SessionResult
+from workers.sandbox.sweeper import cluster_id
 
 log = logging.getLogger(__name__)
 ENGINE_WAIT_S = 120.0

@@ -9,7 +9,7 @@ from typing import Any
 from celery.signals import worker_ready, worker_shutdown
 
 from shared.celery_app import ITERATIONS_QUEUE, app
-from workers.reaping import sweep_forever
+from workers.sandbox.sweeper import sweep_forever
 
 _stop_sweeping = threading.Event()
 

@@ -17,11 +17,11 @@ from shared.events import RedisBus
 from shared.settings import Settings, get_settings
 from workers import records
 from workers.iteration import IterationRunner
-from workers.llm import PLACEHOLDER_KEY
-from workers.ratelimit import ProviderLimits, RateLimiter, key_fingerprint
-from workers.reaping import cluster_id
+from workers.llm.client import PLACEHOLDER_KEY
+from workers.llm.ratelimit import ProviderLimits, RateLimiter, key_fingerprint
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.pool import SandboxPool
+from workers.sandbox.sweeper import cluster_id
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException
 
 from orchestrator.api import ops, projects, transcripts
 from orchestrator.api.deps import Context
-from orchestrator.dispatch import Dispatcher
+from orchestrator.scheduling.dispatch import Dispatcher
 from shared.errors import RaasError
 from shared.events import EventBus
 from shared.settings import Settings

@@ -13,8 +13,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
-from orchestrator.dispatch import Dispatcher
-from orchestrator.tenants import Principal, authenticate, authorize
+from orchestrator.api.tenants import Principal, authenticate, authorize
+from orchestrator.scheduling.dispatch import Dispatcher
 from shared.errors import InvalidInput
 from shared.events import EventBus
 from shared.settings import Settings

@@ -14,12 +14,13 @@ from fastapi.responses import FileResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
-from orchestrator import costs, graph, lifecycle, projects, scheduler, workspace
 from orchestrator.api.deps import Caller, Ctx, authed_router, save_body
-from orchestrator.costs import CostReport
-from orchestrator.follow import follow
-from orchestrator.graph import ProjectGraph
-from orchestrator.tenants import check_submission_rate
+from orchestrator.api.tenants import check_submission_rate
+from orchestrator.queries import costs, graph
+from orchestrator.queries.costs import CostReport
+from orchestrator.queries.follow import follow
+from orchestrator.queries.graph import ProjectGraph
+from orchestrator.scheduling import advance, lifecycle, projects, workspace
 from shared.errors import InvalidInput
 from shared.schemas import EventOut, ProjectDetail, ProjectOut, WorkspaceReport
 
@@ -201,7 +202,7 @@ async def upload_iteration_workspace(
 ) -> WorkspaceReport:
     body = await save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
-        sha, files = scheduler.accept_workspace(
+        sha, files = advance.accept_workspace(
             ctx.workspaces_dir, project_id, iteration_id, attempt, base, body
         )
     finally:

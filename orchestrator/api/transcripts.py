@@ -9,10 +9,10 @@ from pathlib import Path
 from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
-from orchestrator import projects, workspace
 from orchestrator.api.deps import Ctx, authed_router
-from orchestrator.transcript import Transcript
-from orchestrator.transcript_db import load_transcript
+from orchestrator.scheduling import projects, workspace
+from orchestrator.transcripts.model import Transcript
+from orchestrator.transcripts.store import load_transcript
 from shared.git import git
 
 router = authed_router()

@@ -25,7 +25,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of te
 
 def api() -> Any:
     """The coordinator's client, from RAAS_COORDINATOR_URL and RAAS_API_TOKEN."""
-    from orchestrator.client import CoordinatorAPI
+    from orchestrator.cli.client import CoordinatorAPI
 
     settings = get_settings()
     return CoordinatorAPI(settings.coordinator_url, settings.api_token.get_secret_value())

@@ -35,7 +35,7 @@ def run(
     Exits 0 when it completed, 1 when it failed or was stopped, 2 when it paused (the last
     line says why), 130 on Ctrl-C (after stopping the project).
     """
-    from orchestrator.run import run_directory
+    from orchestrator.embedded.run import run_directory
 
     raise typer.Exit(run_directory(directory, sandbox))
 
@@ -43,7 +43,7 @@ def run(
 @app.command()
 def init(directory: Annotated[Path, typer.Argument(help="The new project directory.")]) -> None:
     """Create a project directory with a commented PROMPT.md and raas.toml."""
-    from orchestrator.scaffold import init_project
+    from orchestrator.cli.scaffold import init_project
 
     for path in init_project(directory):
         sys.stdout.write(f"wrote {path}\n")
@@ -55,7 +55,7 @@ def coordinator(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8700,
 ) -> None:
     """Run the coordinator: the HTTP API and the scheduler."""
-    from orchestrator.server import run_coordinator
+    from orchestrator.service.server import run_coordinator
 
     run_coordinator(host, port)
 
@@ -94,7 +94,7 @@ def tenant_add(
     submissions_per_hour: Annotated[int, typer.Option(help="Projects it may submit per hour.")] = 60,
 ) -> None:
     """Create a tenant and print its first token (shown once; only its hash is stored)."""
-    from orchestrator.tenants import create_tenant
+    from orchestrator.api.tenants import create_tenant
 
     tenant_id, token = create_tenant(name, submissions_per_hour)
     err.print(f"tenant {name} ({tenant_id}); its token, shown once:", highlight=False)
@@ -104,6 +104,6 @@ def tenant_add(
 @tenant_app.command("token")
 def tenant_token(name: Annotated[str, typer.Argument(help="The tenant's name.")]) -> None:
     """Print a new token for a tenant (shown once; only its hash is stored)."""
-    from orchestrator.tenants import issue_token
+    from orchestrator.api.tenants import issue_token
 
     sys.stdout.write(issue_token(name) + "\n")

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli import JsonFlag, api, app, print_json
-from orchestrator.transcript import Transcript, TranscriptMessage, read_transcript, to_json
+from orchestrator.transcripts.model import Transcript, TranscriptMessage, read_transcript, to_json
 from shared.errors import InvalidInput, RaasError
 
 AgentOption = Annotated[
@@ -44,13 +44,13 @@ def load(source: str, agent: str | None) -> Transcript:
 
 
 def _render(transcript: Transcript, fmt: TranscriptFormat) -> str:
-    from orchestrator import transcript_scg, transcript_text
+    from orchestrator.transcripts import render, scg
 
     if fmt is TranscriptFormat.SCG:
-        return transcript_scg.write(transcript)
+        return scg.write(transcript)
     if fmt is TranscriptFormat.JSON:
         return to_json(transcript)
-    return transcript_text.to_markdown(transcript)
+    return render.to_markdown(transcript)
 
 
 def _write_file(path: Path, text: str) -> None:
@@ -87,7 +87,7 @@ def transcript(
     as_json: JsonFlag = False,
 ) -> None:
     """Print a project's transcript, or read a transcript file back (checking that it parses)."""
-    from orchestrator import transcript_scg
+    from orchestrator.transcripts import scg
 
     loaded = load(source, agent)
     text = _render(loaded, TranscriptFormat.JSON if as_json else fmt)
@@ -96,11 +96,11 @@ def transcript(
     else:
         _write_file(output, text)
     if stats:
-        size = transcript_scg.sizes(loaded)
-        scg, pretty, compact = size["scg"], size["json"], size["json_compact"]
+        size = scg.sizes(loaded)
+        compact_scg, pretty, compact = size["scg"], size["json"], size["json_compact"]
         sys.stderr.write(
-            f"scg {scg:,} bytes; JSON {pretty:,} bytes ({pretty / scg:.2f}x smaller),"
-            f" compact JSON {compact:,} bytes ({compact / scg:.2f}x smaller)\n"
+            f"scg {compact_scg:,} bytes; JSON {pretty:,} bytes ({pretty / compact_scg:.2f}x smaller),"
+            f" compact JSON {compact:,} bytes ({compact / compact_scg:.2f}x smaller)\n"
         )
 
 
@@ -114,7 +114,7 @@ def logs(
     as_json: JsonFlag = False,
 ) -> None:
     """An agent's messages (the root agent's unless --agent), as readable text."""
-    from orchestrator.transcript_text import format_message
+    from orchestrator.transcripts.render import format_message
 
     loaded = Transcript.model_validate(api().transcript(project_id, agent))
     if as_json:
@@ -137,7 +137,7 @@ def replay(
     as_json: JsonFlag = False,
 ) -> None:
     """Print a transcript's messages with their original timing (divided by --speed)."""
-    from orchestrator.transcript_text import format_message, replay
+    from orchestrator.transcripts.render import format_message, replay
 
     loaded = load(source, agent)
     agents = {a.id: a for a in loaded.agents}

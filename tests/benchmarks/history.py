@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from orchestrator.reconcile import Reconciler
+from orchestrator.scheduling.reconcile import Reconciler
 from shared.db import get_engine
 from shared.events import NullBus
 from shared.settings import get_settings

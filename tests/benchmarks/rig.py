@@ -30,12 +30,12 @@ from typing import Any
 import psycopg
 import redis
 
-from orchestrator.client import CoordinatorAPI
+from orchestrator.cli.client import CoordinatorAPI
 from shared.db import forget_engines
 from shared.migrate import upgrade
 from shared.settings import get_settings
 from tests.stack import Stack
-from workers.reaping import cluster_id
+from workers.sandbox.sweeper import cluster_id
 
 PG_ADMIN_URL = os.environ.get("RAAS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("RAAS_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")

@@ -30,7 +30,7 @@ from shared.models import (
     ProjectStatus,
 )
 from tests.stack import Stack
-from workers.reaping import cluster_id
+from workers.sandbox.sweeper import cluster_id
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 

@@ -74,7 +74,7 @@ PG_BIN = (
     sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1] if Path("/usr/lib/postgresql").exists() else None
 )
 DOCKER_SOCKET = "/var/run/docker.sock"
-# The worker's sandbox sweep runs every 30 s (workers/reaping.py): an orphan is gone within that.
+# The worker's sandbox sweep runs every 30 s (workers/sandbox/sweeper.py): an orphan is gone within that.
 CONTAINERS_GONE_S = 45.0
 
 

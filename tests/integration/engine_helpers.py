@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from orchestrator import workspace
+from orchestrator.scheduling import workspace
 from shared import events
 from shared.db import session_scope
 from shared.git import git

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from orchestrator import lifecycle
-from orchestrator.costs import cost_report
-from orchestrator.reconcile import Reconciler
+from orchestrator.queries.costs import cost_report
+from orchestrator.scheduling import lifecycle
+from orchestrator.scheduling.reconcile import Reconciler
 from shared import events
 from shared.db import session_scope
 from shared.models import Project, ProjectStatus, utcnow

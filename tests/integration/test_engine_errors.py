@@ -1,7 +1,7 @@
 """LLM errors are classified and handled as DESIGN.md rule 6 says, through real iterations.
 
 A refused connection is not covered here: the model's URL cannot change in the middle of a run
-(``workers.retry.classify`` treats ``APIConnectionError`` as retryable, like a 529).
+(``workers.llm.retry.classify`` treats ``APIConnectionError`` as retryable, like a 529).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tests.integration.engine_helpers import (
     tool,
     tool_results,
 )
-from workers import context
+from workers.agent import context
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -10,7 +10,7 @@ import redis
 from shared import events
 from shared.db import session_scope
 from tests.harness import engine
-from workers.ratelimit import ProviderLimits, RateLimiter, key_fingerprint
+from workers.llm.ratelimit import ProviderLimits, RateLimiter, key_fingerprint
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -20,7 +20,7 @@ from shared import events
 from shared.models import IterationStatus
 from tests.harness import engine
 from tests.integration.engine_helpers import event_log, everything_recorded, iterations, text, tool
-from workers import llm
+from workers.llm import client as llm
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from orchestrator.follow import follow
+from orchestrator.queries.follow import follow
 from shared import events
 from shared.db import session_scope
 from shared.events import NullBus, RedisBus

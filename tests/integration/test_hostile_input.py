@@ -27,7 +27,7 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import func, select
 
-from orchestrator import workspace
+from orchestrator.scheduling import workspace
 from shared import events
 from shared.db import session_scope
 from shared.models import Agent, IterationStatus, Project, ProjectStatus

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from orchestrator import lifecycle
+from orchestrator.scheduling import lifecycle
 from shared import events
 from shared.db import session_scope
 from shared.errors import Conflict, InvalidInput, NotFound

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import delete
 
 from orchestrator.api import create_app
-from orchestrator.metrics import ClusterCollector, broker_client
+from orchestrator.queries.metrics import ClusterCollector, broker_client
 from shared.celery_app import make_celery
 from shared.db import session_scope
 from shared.events import NullBus

@@ -17,7 +17,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workers.ratelimit import PREFIX, ProjectLimits, ProviderLimits, RateLimiter, key_fingerprint
+from workers.llm.ratelimit import PREFIX, ProjectLimits, ProviderLimits, RateLimiter, key_fingerprint
 
 pytestmark = pytest.mark.integration
 

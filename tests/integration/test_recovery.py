@@ -13,16 +13,16 @@ import docker
 import pytest
 from sqlalchemy import select, update
 
-from orchestrator import lifecycle
-from orchestrator.reconcile import Reconciler
+from orchestrator.scheduling import lifecycle
+from orchestrator.scheduling.reconcile import Reconciler
 from shared.db import session_scope
 from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, utcnow
 from tests.harness import Engine, engine
 from workers import records
-from workers.reaping import cluster_id, is_live
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.docker import DockerSandbox
 from workers.sandbox.reaper import reap
+from workers.sandbox.sweeper import cluster_id, is_live
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from orchestrator.tenants import create_tenant
+from orchestrator.api.tenants import create_tenant
 from shared.db import session_scope
 from shared.models import ApiToken
 from tests.harness import Engine, engine, pack

@@ -15,9 +15,9 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.client import CoordinatorAPI
-from orchestrator.transcript import Transcript, read_transcript
-from orchestrator.transcript_scg import parse, sizes, write
+from orchestrator.cli.client import CoordinatorAPI
+from orchestrator.transcripts.model import Transcript, read_transcript
+from orchestrator.transcripts.scg import parse, sizes, write
 from shared.db import session_scope
 from shared.errors import NotFound, RaasError
 from shared.models import Message, Project

@@ -210,7 +210,7 @@ def test_one_projects_many_subagents_do_not_queue_ahead_of_another_project(
 def test_graph_shows_tasks_by_wave_and_agents_with_their_parents(
     services: dict[str, str], tmp_path: Path
 ) -> None:
-    from orchestrator.graph import project_graph
+    from orchestrator.queries.graph import project_graph
 
     toml = '[[tasks]]\nid = "a"\ntitle = "first"\n[[tasks]]\nid = "b"\ntitle = "second"\ndepends_on = ["a"]\n'
     script = {

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.breaker import (
+from orchestrator.scheduling.breaker import (
     Breaker,
     BreakerConfig,
     BreakerState,

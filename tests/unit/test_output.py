@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from workers.output import OutputCoalescer
+from workers.agent.output import OutputCoalescer
 
 pytestmark = pytest.mark.unit
 

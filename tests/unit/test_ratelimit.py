@@ -14,7 +14,7 @@ import pydantic
 import pytest
 
 from shared.errors import InvalidInput, RaasError
-from workers.ratelimit import (
+from workers.llm.ratelimit import (
     CallExceedsRateLimit,
     ProjectLimits,
     ProviderLimits,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from workers.reaping import is_live
 from workers.sandbox.pool import POOL_LABEL
+from workers.sandbox.sweeper import is_live
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from orchestrator.scaffold import config_template, init_project
+from orchestrator.cli.scaffold import config_template, init_project
 from shared.errors import InvalidInput
 from shared.project_config import ProjectConfig, parse_project_config
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator import transcript_scg
-from orchestrator.transcript import (
+from orchestrator.transcripts import scg
+from orchestrator.transcripts.model import (
     AgentNode,
     Metrics,
     ProjectInfo,
@@ -29,8 +29,8 @@ from orchestrator.transcript import (
     Usage,
     read_transcript,
 )
-from orchestrator.transcript_scg import ScgError, parse, write
-from orchestrator.transcript_text import replay, to_markdown
+from orchestrator.transcripts.render import replay, to_markdown
+from orchestrator.transcripts.scg import ScgError, parse, write
 from shared.errors import InvalidInput, NotFound
 from shared.models import AgentStatus, ProjectStatus
 
@@ -238,7 +238,7 @@ def test_a_result_names_the_call_it_answers_by_position_and_the_model_by_the_hea
 
 
 def test_the_scg_of_a_transcript_is_several_times_smaller_than_its_json() -> None:
-    size = transcript_scg.sizes(_sample())
+    size = scg.sizes(_sample())
     assert size["scg"] * 2 < size["json"]
     assert size["scg"] < size["json_compact"]
 

@@ -2,7 +2,7 @@
 
 ``base`` holds the interface and limits; ``docker`` the production sandbox (with ``channel``,
 ``helper`` and ``fallback`` behind it); ``local`` the no-Docker one; ``reaper`` removes the
-containers of dead iterations.
+containers of dead iterations and ``sweeper`` runs it periodically in a worker.
 """
 
 from workers.sandbox.base import ExecResult, Sandbox, SandboxLimits

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from orchestrator.outbox import Outbox
-from orchestrator.queueing import schedule
-from orchestrator.transitions import end
+from orchestrator.scheduling.admission import schedule
+from orchestrator.scheduling.outbox import Outbox
+from orchestrator.scheduling.transitions import end
 from shared import dag
 from shared.dag import Plan, TaskSpec
 from shared.models import Agent, AgentStatus, Project, ProjectStatus, Task, TaskStatus, utcnow

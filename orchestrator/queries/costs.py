@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import func, select
 
-from orchestrator.lookup import get_project_row
+from orchestrator.scheduling.lookup import get_project_row
 from shared.db import session_scope
 from shared.models import Agent, Iteration, Message
 from shared.pricing import ModelPrice, find_price

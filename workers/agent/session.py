@@ -23,11 +23,13 @@ from shared.dag import Plan, validate_dag
 from shared.errors import InvalidInput
 from shared.models import ErrorKind
 from shared.pricing import find_price
-from workers import context, llm, prompts, records
-from workers.output import OutputCoalescer
-from workers.ratelimit import CallExceedsRateLimit, ProjectLimits, RateLimiter, Reservation
+from workers import records
+from workers.agent import context, prompts
+from workers.agent.output import OutputCoalescer
+from workers.llm import client as llm
+from workers.llm.ratelimit import CallExceedsRateLimit, ProjectLimits, RateLimiter, Reservation
+from workers.llm.retry import Failure, IncompleteReply, RetryPolicy, classify, retry_after_s
 from workers.records import Claim
-from workers.retry import Failure, IncompleteReply, RetryPolicy, classify, retry_after_s
 from workers.sandbox.base import Sandbox
 from workers.tools import TOOL_NAMES, execute, tool_specs
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from orchestrator import workflows, workspace
-from orchestrator.dispatch import Dispatcher
-from orchestrator.lookup import get_project_row
-from orchestrator.outbox import transaction
+from orchestrator.scheduling import workflows, workspace
+from orchestrator.scheduling.dispatch import Dispatcher
+from orchestrator.scheduling.lookup import get_project_row
+from orchestrator.scheduling.outbox import transaction
 from shared import events
 from shared.categories import DEFAULT_CATEGORIES
 from shared.db import session_scope

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator.breaker import Trip
-from orchestrator.outbox import Outbox
+from orchestrator.scheduling.breaker import Trip
+from orchestrator.scheduling.outbox import Outbox
 from shared import events
 from shared.models import Project, ProjectStatus, utcnow
 

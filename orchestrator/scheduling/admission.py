@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from sqlalchemy import bindparam, select
 
-from orchestrator.breaker import Breaker, IterationReport, check_timeout, may_run, record
-from orchestrator.outbox import Outbox
-from orchestrator.transitions import pause, pause_for_breaker, pause_for_budget
+from orchestrator.scheduling.breaker import Breaker, IterationReport, check_timeout, may_run, record
+from orchestrator.scheduling.outbox import Outbox
+from orchestrator.scheduling.transitions import pause, pause_for_breaker, pause_for_budget
 from shared import budget
 from shared.models import Agent, Iteration, IterationStatus, Project, ProjectStatus, unfinished, utcnow
 from shared.pricing import find_price

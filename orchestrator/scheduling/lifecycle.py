@@ -10,12 +10,12 @@ from decimal import Decimal
 
 from sqlalchemy import select
 
-from orchestrator.breaker import Breaker, may_run, reset
-from orchestrator.dispatch import Dispatcher
-from orchestrator.lookup import get_project_row, waiting_for_children
-from orchestrator.outbox import Outbox, transaction
-from orchestrator.queueing import pump, schedule
-from orchestrator.transitions import end, pause
+from orchestrator.scheduling.admission import pump, schedule
+from orchestrator.scheduling.breaker import Breaker, may_run, reset
+from orchestrator.scheduling.dispatch import Dispatcher
+from orchestrator.scheduling.lookup import get_project_row, waiting_for_children
+from orchestrator.scheduling.outbox import Outbox, transaction
+from orchestrator.scheduling.transitions import end, pause
 from shared import budget, events
 from shared.errors import Conflict, InvalidInput
 from shared.events import EventBus

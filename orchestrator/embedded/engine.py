@@ -9,7 +9,7 @@ It is the distributed system in one process, on the same code paths (DESIGN.md r
   worker fetches and pushes the workspace over HTTP as a remote worker does (rule 7);
 - the Celery hop is a queue drained by worker threads (:class:`ThreadDispatcher`) that do what
   ``run_iteration`` and ``advance_project`` do: ``IterationRunner.run``, then
-  ``scheduler.advance``. The reconcile loop runs too, so a lost advance or a crashed iteration
+  ``advance.advance``. The reconcile loop runs too, so a lost advance or a crashed iteration
   recovers the same way;
 - events go to an in-process bus (the live view), not to Redis;
 - tools run in Docker when an engine answers, otherwise in the local sandbox, announced
@@ -32,9 +32,9 @@ import uvicorn
 from pydantic import SecretStr
 from sqlalchemy.engine import make_url
 
-from orchestrator import lifecycle, projects, scheduler
 from orchestrator.api import create_app
-from orchestrator.reconcile import Reconciler
+from orchestrator.scheduling import advance, lifecycle, projects
+from orchestrator.scheduling.reconcile import Reconciler
 from shared.errors import Conflict, InvalidInput, ServiceUnavailable
 from shared.events import EventBus
 from shared.migrate import upgrade
@@ -205,7 +205,7 @@ class EmbeddedEngine:
             project_id, iteration_id = item
             try:
                 runner.run(iteration_id)
-                scheduler.advance(project_id, iteration_id, self.dispatcher, self.bus)
+                advance.advance(project_id, iteration_id, self.dispatcher, self.bus)
             except Exception:
                 # The reconcile loop re-runs or advances it, as it would for a lost worker.
                 log.exception("the embedded worker failed on iteration %s", iteration_id)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from orchestrator.transcript import (
+from orchestrator.transcripts.model import (
     AgentNode,
     Block,
     RawBlock,

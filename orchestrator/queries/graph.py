@@ -7,7 +7,7 @@ from decimal import Decimal
 from pydantic import BaseModel
 from sqlalchemy import select
 
-from orchestrator.lookup import get_project_row
+from orchestrator.scheduling.lookup import get_project_row
 from shared import events
 from shared.db import session_scope
 from shared.models import Agent, AgentStatus, Event, Task, TaskStatus

@@ -1,8 +1,8 @@
 """A project's transcript: every message of every agent, the agent tree, the subagents' reports
 and the totals; narrowing it to one agent, its JSON form, and reading a transcript file.
 
-It is read from the database by :mod:`orchestrator.transcript_db`, written in the compact scg
-format by :mod:`orchestrator.transcript_scg` and for people by :mod:`orchestrator.transcript_text`.
+It is read from the database by :mod:`orchestrator.transcripts.store`, written in the compact scg
+format by :mod:`orchestrator.transcripts.scg` and for people by :mod:`orchestrator.transcripts.render`.
 """
 
 from __future__ import annotations
@@ -233,15 +233,15 @@ def read_transcript(path: Path) -> Transcript:
     Raises:
         InvalidInput: the file cannot be read or does not parse; the message names file and line.
     """
-    from orchestrator import transcript_scg
+    from orchestrator.transcripts import scg
 
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         msg = f"{path}: cannot read the transcript ({exc})"
         raise InvalidInput(msg) from exc
-    if text.startswith(transcript_scg.MAGIC):
-        return transcript_scg.parse(text, source=str(path))
+    if text.startswith(scg.MAGIC):
+        return scg.parse(text, source=str(path))
     try:
         return Transcript.model_validate_json(text)
     except ValidationError as exc:

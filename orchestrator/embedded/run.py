@@ -21,15 +21,15 @@ from types import FrameType
 
 from rich.console import Console
 
-from orchestrator import projects, workspace
-from orchestrator.client import pack_directory
-from orchestrator.embedded import EmbeddedEngine, embedded_settings, prepare_data_dir
-from orchestrator.live import RunView
+from orchestrator.cli.client import pack_directory
+from orchestrator.embedded.engine import EmbeddedEngine, embedded_settings, prepare_data_dir
+from orchestrator.embedded.live import RunView
+from orchestrator.scheduling import projects, workspace
 from shared.errors import InvalidInput
 from shared.models import ProjectStatus
 from shared.project_config import ProjectConfig
 from shared.settings import Settings
-from workers import llm
+from workers.llm import client as llm
 from workers.sandbox.choice import SandboxChoice, SandboxKind, choose_sandbox
 
 log = logging.getLogger(__name__)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from orchestrator import scheduler
-from orchestrator.dispatch import CeleryDispatcher
+from orchestrator.scheduling import advance
+from orchestrator.scheduling.dispatch import CeleryDispatcher
 from shared.celery_app import ADVANCE_PROJECT, app
 from shared.events import RedisBus
 from shared.settings import get_settings
@@ -19,4 +19,4 @@ def _bus() -> RedisBus:
 @app.task(name=ADVANCE_PROJECT)
 def advance_project(project_id: str, iteration_id: str) -> None:
     """Idempotent: a report delivered twice advances the project once."""
-    scheduler.advance(project_id, iteration_id, CeleryDispatcher(app), _bus())
+    advance.advance(project_id, iteration_id, CeleryDispatcher(app), _bus())

@@ -17,10 +17,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
-from orchestrator import lifecycle, scheduler
-from orchestrator.dispatch import Dispatcher
-from orchestrator.outbox import transaction
-from orchestrator.queueing import pump
+from orchestrator.scheduling import advance, lifecycle
+from orchestrator.scheduling.admission import pump
+from orchestrator.scheduling.dispatch import Dispatcher
+from orchestrator.scheduling.outbox import transaction
 from shared.events import EventBus
 from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, unfinished, utcnow
 from shared.project_config import ProjectConfig
@@ -79,7 +79,7 @@ class Reconciler:
         self._half_open(report)
         self._pump_waiting(report)
         for project_id, iteration_id in self._unadvanced(now):
-            scheduler.advance(project_id, iteration_id, self.dispatcher, self.bus)
+            advance.advance(project_id, iteration_id, self.dispatcher, self.bus)
             report.advanced.append(iteration_id)
         return report
 

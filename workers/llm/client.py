@@ -12,7 +12,7 @@ import anthropic
 from shared.errors import InvalidInput
 from shared.pricing import Usage
 from shared.settings import Settings
-from workers.stream import assemble
+from workers.llm.stream import assemble
 
 # Any key is accepted by the scripted model; the real API refuses it with 401.
 PLACEHOLDER_KEY = "scripted-model-no-key"
@@ -21,7 +21,7 @@ PLACEHOLDER_KEY = "scripted-model-no-key"
 def make_client(settings: Settings, timeout_s: float = 600.0) -> anthropic.Anthropic:
     """The SDK client, configured the way the SDK reads its environment.
 
-    The SDK's own retries are off: one retry policy (workers.retry) covers every call, errors
+    The SDK's own retries are off: one retry policy (workers.llm.retry) covers every call, errors
     in the middle of a stream included, and says in an event when it waits.
     """
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None

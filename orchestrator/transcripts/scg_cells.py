@@ -11,7 +11,7 @@ from decimal import Decimal, InvalidOperation
 from enum import Enum
 from typing import Any, TypeVar
 
-from orchestrator.transcript import Usage
+from orchestrator.transcripts.model import Usage
 
 #: A cell starting with one of these means None (~), a reference (^) or "as in the header" (=).
 MARKERS = "~^="

@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from orchestrator.lookup import get_project_row
-from orchestrator.transcript import (
+from orchestrator.scheduling.lookup import get_project_row
+from orchestrator.transcripts.model import (
     AgentNode,
     Block,
     ProjectInfo,

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from orchestrator.transcript import (
+from orchestrator.transcripts.model import (
     AgentNode,
     Block,
     Metrics,
@@ -25,7 +25,7 @@ from orchestrator.transcript import (
     TranscriptMessage,
     to_json,
 )
-from orchestrator.transcript_syntax import (
+from orchestrator.transcripts.scg_cells import (
     BadCell,
     dump_json,
     escape,

@@ -9,8 +9,8 @@ import threading
 import uvicorn
 
 from orchestrator.api import create_app
-from orchestrator.dispatch import CeleryDispatcher
-from orchestrator.reconcile import Reconciler
+from orchestrator.scheduling.dispatch import CeleryDispatcher
+from orchestrator.scheduling.reconcile import Reconciler
 from shared.celery_app import COORDINATOR_QUEUE, app
 from shared.errors import InvalidInput
 from shared.events import RedisBus
@@ -46,7 +46,7 @@ def run_coordinator(host: str, port: int, concurrency: int = 4) -> None:
     stop_reconciling = threading.Event()
     reconciler = Reconciler(settings, dispatcher, bus, terminate=_terminate)
     threading.Thread(target=reconciler.loop, args=(stop_reconciling,), name="reconcile", daemon=True).start()
-    import orchestrator.tasks  # noqa: F401  (registers the coordinator's tasks)
+    import orchestrator.service.tasks  # noqa: F401  (registers the coordinator's tasks)
 
     try:
         app.worker_main(

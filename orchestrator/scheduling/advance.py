@@ -12,12 +12,12 @@ from pathlib import Path
 from sqlalchemy import bindparam, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from orchestrator import workflows, workspace
-from orchestrator.dispatch import Dispatcher
-from orchestrator.lookup import FINISHED_AGENT, get_project_row, waiting_for_children
-from orchestrator.outbox import Outbox, transaction
-from orchestrator.queueing import breaker_trips, pump, schedule
-from orchestrator.transitions import end, pause, pause_for_budget
+from orchestrator.scheduling import workflows, workspace
+from orchestrator.scheduling.admission import breaker_trips, pump, schedule
+from orchestrator.scheduling.dispatch import Dispatcher
+from orchestrator.scheduling.lookup import FINISHED_AGENT, get_project_row, waiting_for_children
+from orchestrator.scheduling.outbox import Outbox, transaction
+from orchestrator.scheduling.transitions import end, pause, pause_for_budget
 from shared import events
 from shared.db import session_scope
 from shared.errors import Conflict, NotFound

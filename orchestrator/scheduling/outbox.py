@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from orchestrator.dispatch import Dispatcher
+from orchestrator.scheduling.dispatch import Dispatcher
 from shared import events
 from shared.db import session_scope
 from shared.events import EventBus

@@ -1,0 +1,7 @@
+"""The embedded engine: ``raas run DIR`` runs one project to its end in one process.
+
+``engine`` is the distributed system on one machine (SQLite, an in-process worker, the same
+scheduling code); ``run`` checks everything first and says how the project ended; ``live`` draws
+it while it runs. A composition root: it may import ``workers`` and everything in
+``orchestrator``.
+"""
