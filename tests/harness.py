@@ -20,7 +20,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from orchestrator.api import create_app
-from orchestrator.scheduling import advance, projects
+from orchestrator.scheduling import advance, submission
 from shared.events import RedisBus
 from shared.settings import Settings, get_settings
 from tests.stack import free_port
@@ -98,8 +98,8 @@ class Engine:
     ) -> str:
         archive = self.tmp / f"upload-{time.monotonic_ns()}.tar.gz"
         archive.write_bytes(pack({"PROMPT.md": prompt, "raas.toml": raas_toml, **(files or {})}))
-        project = projects.create_project(self.settings.workspaces_dir(), archive, "test", self.bus)
-        projects.start_project(project.id, self.dispatcher, self.bus)
+        project = submission.create_project(self.settings.workspaces_dir(), archive, "test", self.bus)
+        submission.start_project(project.id, self.dispatcher, self.bus)
         return project.id
 
     def run_next(self, project_id: str, worker: str = "test-worker") -> Claim | None:

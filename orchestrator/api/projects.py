@@ -16,11 +16,11 @@ from starlette.background import BackgroundTask
 
 from orchestrator.api.deps import Caller, Ctx, authed_router, save_body
 from orchestrator.api.tenants import check_submission_rate
-from orchestrator.queries import costs, graph
+from orchestrator.queries import costs, graph, projects
 from orchestrator.queries.costs import CostReport
 from orchestrator.queries.follow import follow
 from orchestrator.queries.graph import ProjectGraph
-from orchestrator.scheduling import advance, lifecycle, projects, workspace
+from orchestrator.scheduling import advance, lifecycle, submission, workspace
 from shared.errors import InvalidInput
 from shared.schemas import EventOut, ProjectDetail, ProjectOut, WorkspaceReport
 
@@ -61,7 +61,7 @@ async def create_project(
     check_submission_rate(caller)
     body = await save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
-        return projects.create_project(
+        return submission.create_project(
             ctx.workspaces_dir,
             body,
             name,
@@ -80,7 +80,7 @@ def list_projects(caller: Caller) -> list[ProjectOut]:
 
 @router.post("/projects/{project_id}/start")
 def start_project(project_id: str, ctx: Ctx) -> ProjectOut:
-    return projects.start_project(project_id, ctx.dispatcher, ctx.bus)
+    return submission.start_project(project_id, ctx.dispatcher, ctx.bus)
 
 
 @router.post("/projects/{project_id}/pause")

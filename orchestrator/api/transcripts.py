@@ -10,7 +10,8 @@ from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
 from orchestrator.api.deps import Ctx, authed_router
-from orchestrator.scheduling import projects, workspace
+from orchestrator.queries import projects
+from orchestrator.scheduling import workspace
 from orchestrator.transcripts.model import Transcript
 from orchestrator.transcripts.store import load_transcript
 from shared.git import git

@@ -27,7 +27,7 @@ def submit(
 ) -> None:
     """Upload a project directory to the coordinator and start it; print its id."""
     from orchestrator.cli.client import pack_directory
-    from orchestrator.scheduling.projects import read_project_files
+    from orchestrator.scheduling.submission import read_project_files
 
     if not directory.is_dir():
         msg = f"{directory} is not a directory; pass the project directory"

@@ -33,7 +33,8 @@ from pydantic import SecretStr
 from sqlalchemy.engine import make_url
 
 from orchestrator.api import create_app
-from orchestrator.scheduling import advance, lifecycle, projects
+from orchestrator.queries import projects
+from orchestrator.scheduling import advance, lifecycle, submission
 from orchestrator.scheduling.reconcile import Reconciler
 from shared.errors import Conflict, InvalidInput, ServiceUnavailable
 from shared.events import EventBus
@@ -224,7 +225,7 @@ class EmbeddedEngine:
 
     def create(self, directory: Path, archive: Path) -> ProjectOut:
         """Create the project from ``archive`` (``directory``, packed); this run runs only it."""
-        project = projects.create_project(
+        project = submission.create_project(
             self.settings.workspaces_dir(), archive, directory.resolve().name, self.bus
         )
         self.dispatcher.project_id = project.id
@@ -232,7 +233,7 @@ class EmbeddedEngine:
 
     def begin(self, project_id: str) -> ProjectOut:
         """Start the project: its first iteration is enqueued."""
-        return projects.start_project(project_id, self.dispatcher, self.bus)
+        return submission.start_project(project_id, self.dispatcher, self.bus)
 
     def wait(self, project_id: str) -> ProjectOut:
         """Block until the project is no longer running and nothing of it runs."""

@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from orchestrator.scheduling import projects
+from orchestrator.queries import projects
 from shared import events
 from shared.project_config import ProjectConfig
 from shared.schemas import AgentOut, EventOut, ProjectDetail

@@ -24,7 +24,8 @@ from rich.console import Console
 from orchestrator.cli.client import pack_directory
 from orchestrator.embedded.engine import EmbeddedEngine, embedded_settings, prepare_data_dir
 from orchestrator.embedded.live import RunView
-from orchestrator.scheduling import projects, workspace
+from orchestrator.queries import projects
+from orchestrator.scheduling import submission, workspace
 from shared.errors import InvalidInput
 from shared.models import ProjectStatus
 from shared.project_config import ProjectConfig
@@ -78,7 +79,7 @@ def check(directory: Path, sandbox: str | None, tmp: Path) -> Plan:
     if not directory.is_dir():
         msg = f"{directory} is not a directory; pass a project directory (`raas init DIR` makes one)"
         raise InvalidInput(msg)
-    _, config = projects.read_project_files(directory)
+    _, config = submission.read_project_files(directory)
     archive = tmp / "project.tar.gz"
     archive.write_bytes(pack_directory(directory))
     workspace.unpack_upload(archive, tmp / "check")  # what create_project will refuse, refused now
