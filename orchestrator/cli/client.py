@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,19 +23,6 @@ _ERRORS: dict[int, type[errors.RaasError]] = {
     422: errors.InvalidInput,
     400: errors.InvalidInput,
 }
-EXCLUDED_DIRS = {".git", "__pycache__", ".venv", "node_modules"}
-
-
-def pack_directory(root: Path) -> bytes:
-    """A gzipped tar of ``root``'s contents, without VCS and cache directories."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for path in sorted(root.rglob("*")):
-            rel = path.relative_to(root)
-            if EXCLUDED_DIRS.intersection(rel.parts):
-                continue
-            tar.add(path, arcname=rel.as_posix(), recursive=False)
-    return buffer.getvalue()
 
 
 class CoordinatorAPI:

@@ -26,8 +26,8 @@ def submit(
     start: Annotated[bool, typer.Option(help="Start the project right away.")] = True,
 ) -> None:
     """Upload a project directory to the coordinator and start it; print its id."""
-    from orchestrator.cli.client import pack_directory
     from orchestrator.scheduling.submission import read_project_files
+    from shared.archive import pack_directory
 
     if not directory.is_dir():
         msg = f"{directory} is not a directory; pass the project directory"

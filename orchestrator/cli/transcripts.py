@@ -15,7 +15,8 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli import JsonFlag, api, app, print_json
-from orchestrator.transcripts.model import Transcript, TranscriptMessage, read_transcript, to_json
+from orchestrator.transcripts.files import read_transcript
+from orchestrator.transcripts.model import Transcript, TranscriptMessage, to_json
 from shared.errors import InvalidInput, RaasError
 
 AgentOption = Annotated[

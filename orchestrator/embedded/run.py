@@ -21,11 +21,11 @@ from types import FrameType
 
 from rich.console import Console
 
-from orchestrator.cli.client import pack_directory
 from orchestrator.embedded.engine import EmbeddedEngine, embedded_settings, prepare_data_dir
 from orchestrator.embedded.live import RunView
 from orchestrator.queries import projects
 from orchestrator.scheduling import submission, workspace
+from shared.archive import pack_directory
 from shared.errors import InvalidInput
 from shared.models import ProjectStatus
 from shared.project_config import ProjectConfig

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from shared.errors import InvalidInput, NotFound
+from shared.errors import NotFound
 from shared.models import AgentStatus, ProjectStatus
 
 
@@ -225,27 +224,3 @@ def measure(
 
 def to_json(transcript: Transcript) -> str:
     return transcript.model_dump_json(indent=2) + "\n"
-
-
-def read_transcript(path: Path) -> Transcript:
-    """A transcript file written as scg or JSON (told apart by its first line).
-
-    Raises:
-        InvalidInput: the file cannot be read or does not parse; the message names file and line.
-    """
-    from orchestrator.transcripts import scg
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        msg = f"{path}: cannot read the transcript ({exc})"
-        raise InvalidInput(msg) from exc
-    if text.startswith(scg.MAGIC):
-        return scg.parse(text, source=str(path))
-    try:
-        return Transcript.model_validate_json(text)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "file"
-        msg = f"{path}: not a transcript (neither scg nor transcript JSON): {where}: {first['msg']}"
-        raise InvalidInput(msg) from exc

@@ -138,7 +138,7 @@ def test_bad_task_graph_or_workflow_is_refused_by_cli_and_api_alike(
     (tmp_path / "raas.toml").write_text(toml)
     result = coordinator.cli("submit", str(tmp_path))
     _assert_one_line_error(result, *fragments)
-    from orchestrator.cli.client import pack_directory
+    from shared.archive import pack_directory
 
     status, detail = _api_detail(coordinator, "POST", "/v1/projects", content=pack_directory(tmp_path))
     assert status == 422

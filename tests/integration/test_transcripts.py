@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.cli.client import CoordinatorAPI
-from orchestrator.transcripts.model import Transcript, read_transcript
+from orchestrator.transcripts.files import read_transcript
+from orchestrator.transcripts.model import Transcript
 from orchestrator.transcripts.scg import parse, sizes, write
 from shared.db import session_scope
 from shared.errors import NotFound, RaasError

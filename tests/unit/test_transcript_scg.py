@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.transcripts import scg
+from orchestrator.transcripts.files import read_transcript
 from orchestrator.transcripts.model import (
     AgentNode,
     Metrics,
@@ -27,7 +28,6 @@ from orchestrator.transcripts.model import (
     Transcript,
     TranscriptMessage,
     Usage,
-    read_transcript,
 )
 from orchestrator.transcripts.render import replay, to_markdown
 from orchestrator.transcripts.scg import ScgError, parse, write
