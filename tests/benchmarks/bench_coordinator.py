@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tests.benchmarks import raw, rig
 from tests.benchmarks.table import Check, Figure, Table
-from tests.stack import Stack
+from tests.support.stack import Stack
 
 GOAL_RATIO = 3.0
 TERMINAL = {"completed", "failed", "stopped"}

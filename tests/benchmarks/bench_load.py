@@ -39,7 +39,7 @@ from tests.benchmarks import history, raw, rig
 from tests.benchmarks.follower import RAW_CHANNEL, Follower
 from tests.benchmarks.history import History
 from tests.benchmarks.table import Check, Figure, Table
-from tests.stack import Stack
+from tests.support.stack import Stack
 
 TERMINAL = ["completed", "failed", "stopped"]
 

@@ -21,7 +21,7 @@ from shared.events import NullBus
 from shared.settings import get_settings
 from tests.benchmarks import rig
 from tests.benchmarks.follower import Follower
-from tests.stack import Stack
+from tests.support.stack import Stack
 
 # Backends publish their statistics within 10 s of going idle (PGSTAT_IDLE_INTERVAL).
 STATS_FLUSH_S = 11.5

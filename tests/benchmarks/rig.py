@@ -34,7 +34,7 @@ from orchestrator.cli.client import CoordinatorAPI
 from shared.db import forget_engines
 from shared.migrate import upgrade
 from shared.settings import get_settings
-from tests.stack import Stack
+from tests.support.stack import Stack
 from workers.sandbox.sweeper import cluster_id
 
 PG_ADMIN_URL = os.environ.get("RAAS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from shared.db import session_scope
 from shared.models import Event, Project, ProjectStatus
-from tests.stack import ROOT_DIR, Stack
+from tests.support.stack import ROOT_DIR, Stack
 
 pytestmark = [pytest.mark.e2e]
 

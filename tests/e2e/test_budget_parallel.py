@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 
 from shared.db import session_scope
 from shared.models import Iteration, IterationStatus, LedgerEntry, Message, Project, ProjectStatus
-from tests.stack import Stack
+from tests.support.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 

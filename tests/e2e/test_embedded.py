@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from shared.models import Iteration, IterationStatus, Project, ProjectStatus
 from shared.project_config import ProjectConfig, parse_project_config
-from tests.stack import ROOT_DIR
+from tests.support.stack import ROOT_DIR
 from workers.scripted_model.script import Script
 from workers.scripted_model.server import ScriptedModelServer
 

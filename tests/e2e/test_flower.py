@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from shared.celery_app import ADVANCE_PROJECT, RUN_ITERATION
-from tests.stack import ROOT_DIR, Stack, free_port, parse_json_lines, wait_http
+from tests.support.stack import ROOT_DIR, Stack, free_port, parse_json_lines, wait_http
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from shared.db import session_scope
 from shared.models import Iteration, Message, Project
-from tests.stack import ROOT_DIR, Stack, parse_json_lines
+from tests.support.stack import ROOT_DIR, Stack, parse_json_lines
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 

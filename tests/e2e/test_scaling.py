@@ -29,7 +29,7 @@ from shared.models import (
     Project,
     ProjectStatus,
 )
-from tests.stack import Stack
+from tests.support.stack import Stack
 from workers.sandbox.sweeper import cluster_id
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.stack import ROOT_DIR, Stack, parse_json_lines
+from tests.support.stack import ROOT_DIR, Stack, parse_json_lines
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 

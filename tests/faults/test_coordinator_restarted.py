@@ -16,7 +16,7 @@ import pytest
 
 from shared.db import session_scope
 from shared.models import Iteration, IterationStatus
-from tests.faults.conftest import Rig, ralph_script, verify
+from tests.support.faults import Rig, ralph_script, verify
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 LONG_SLEEP_S = 10.0

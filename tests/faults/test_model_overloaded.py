@@ -11,7 +11,7 @@ from datetime import datetime
 
 import pytest
 
-from tests.faults.conftest import Rig, ralph_script, verify
+from tests.support.faults import Rig, ralph_script, verify
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 # Four 529s, each after 5 s (a slow refusal, as under real overload), with the worker's backoff

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.faults.conftest import PrivateRedis, Rig, ralph_script, verify
+from tests.support.faults import PrivateRedis, Rig, ralph_script, verify
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 DOWN_S = 3.0

@@ -19,7 +19,7 @@ import pytest
 
 from shared.db import session_scope
 from shared.models import Iteration
-from tests.faults.conftest import Rig, containers_of, ralph_script, verify
+from tests.support.faults import Rig, containers_of, ralph_script, verify
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 

@@ -32,7 +32,7 @@ from schemathesis.specs.openapi.checks import (
 from orchestrator.api import create_app
 from shared.events import RedisBus
 from shared.settings import get_settings
-from tests.harness import Engine, RecordingDispatcher, engine, pack
+from tests.support.engine import Engine, RecordingDispatcher, engine, pack
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -20,7 +20,7 @@ from orchestrator.scheduling.reconcile import Reconciler
 from shared import events
 from shared.db import session_scope
 from shared.models import Project, ProjectStatus, utcnow
-from tests.harness import Engine, engine
+from tests.support.engine import Engine, engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -9,8 +9,8 @@ import pytest
 
 from shared.db import session_scope
 from shared.models import Project
-from tests.harness import engine
-from tests.integration.engine_helpers import bodies, opening_text, text, tool
+from tests.support.engine import engine
+from tests.support.records import bodies, opening_text, text, tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

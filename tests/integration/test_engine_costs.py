@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import engine
-from tests.integration.engine_helpers import agent, bodies, iterations, messages, project, text, tool
+from tests.support.engine import engine
+from tests.support.records import agent, bodies, iterations, messages, project, text, tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

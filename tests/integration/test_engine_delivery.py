@@ -16,8 +16,8 @@ from shared.errors import ServiceUnavailable
 from shared.git import commit_all
 from shared.models import Iteration, IterationStatus, utcnow
 from shared.pricing import Usage
-from tests.harness import engine
-from tests.integration.engine_helpers import (
+from tests.support.engine import engine
+from tests.support.records import (
     event_log,
     iterations,
     messages,

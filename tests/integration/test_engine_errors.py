@@ -13,8 +13,8 @@ import pytest
 
 from shared import events
 from shared.models import ErrorKind, IterationStatus, ProjectStatus
-from tests.harness import engine
-from tests.integration.engine_helpers import (
+from tests.support.engine import engine
+from tests.support.records import (
     bodies,
     event_log,
     iterations,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import engine
-from tests.integration.engine_helpers import agent, iterations, text, tool, workspace_git
+from tests.support.engine import engine
+from tests.support.records import agent, iterations, text, tool, workspace_git
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

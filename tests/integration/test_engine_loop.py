@@ -9,8 +9,8 @@ import pytest
 
 from shared import events
 from shared.models import IterationStatus, ProjectStatus
-from tests.harness import engine
-from tests.integration.engine_helpers import event_log, iterations, project, text, tool
+from tests.support.engine import engine
+from tests.support.records import event_log, iterations, project, text, tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from shared import events
-from tests.harness import engine
-from tests.integration.engine_helpers import agent, event_log, iterations, tool
+from tests.support.engine import engine
+from tests.support.records import agent, event_log, iterations, tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -9,7 +9,7 @@ import redis
 
 from shared import events
 from shared.db import session_scope
-from tests.harness import engine
+from tests.support.engine import engine
 from workers.llm.ratelimit import ProviderLimits, RateLimiter, key_fingerprint
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]

@@ -18,8 +18,8 @@ from pydantic import SecretStr
 
 from shared import events
 from shared.models import IterationStatus
-from tests.harness import engine
-from tests.integration.engine_helpers import event_log, everything_recorded, iterations, text, tool
+from tests.support.engine import engine
+from tests.support.records import event_log, everything_recorded, iterations, text, tool
 from workers.llm import client as llm
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]

@@ -8,7 +8,7 @@ import pytest
 
 from shared.db import session_scope
 from shared.models import Project, ProjectStatus
-from tests.harness import engine
+from tests.support.engine import engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -31,8 +31,8 @@ from orchestrator.scheduling import workspace
 from shared import events
 from shared.db import session_scope
 from shared.models import Agent, IterationStatus, Project, ProjectStatus
-from tests.harness import Engine, engine
-from tests.integration.engine_helpers import event_log, iterations, project, text, tool
+from tests.support.engine import Engine, engine
+from tests.support.records import event_log, iterations, project, text, tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -13,7 +13,7 @@ from shared import events
 from shared.db import session_scope
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.models import Iteration, IterationStatus, Project, ProjectStatus
-from tests.harness import Engine, engine
+from tests.support.engine import Engine, engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

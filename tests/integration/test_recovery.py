@@ -17,7 +17,7 @@ from orchestrator.scheduling import lifecycle
 from orchestrator.scheduling.reconcile import Reconciler
 from shared.db import session_scope
 from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, utcnow
-from tests.harness import Engine, engine
+from tests.support.engine import Engine, engine
 from workers import records
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.docker import DockerSandbox

@@ -9,12 +9,10 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from tests.integration import sandbox_fixtures as fx
+from tests.support.sandboxes import SandboxFactory
 from workers.sandbox.docker import DockerSandbox
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration]
-docker_client, make_sandbox, sandbox = fx.docker_client, fx.make_sandbox, fx.sandbox
-SandboxFactory = fx.SandboxFactory
 
 
 @pytest.fixture

@@ -12,15 +12,14 @@ import pytest
 from docker.errors import NotFound
 
 from shared.errors import SandboxError, SandboxStartError, ToolTimeout
-from tests.integration import sandbox_fixtures as fx
+from tests.support import sandboxes as fx
+from tests.support.sandboxes import SandboxFactory
 from workers.sandbox import docker as docker_sandbox
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.docker import DockerSandbox
 from workers.sandbox.reaper import reap
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration]
-docker_client, make_sandbox, sandbox = fx.docker_client, fx.make_sandbox, fx.sandbox
-SandboxFactory = fx.SandboxFactory
 
 CALLER_LABELS = {"raas.project": "p1", "raas.iteration": "it-7", "raas.attempt": "1", "raas.worker": "w1"}
 

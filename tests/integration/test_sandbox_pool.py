@@ -9,12 +9,11 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.integration import sandbox_fixtures as fx
+from tests.support import sandboxes as fx
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.pool import POOL_LABEL, SandboxPool
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration]
-docker_client = fx.docker_client
 
 
 @pytest.fixture

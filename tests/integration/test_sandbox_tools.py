@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration import sandbox_fixtures as fx
+from tests.support.sandboxes import SandboxFactory
 from workers.sandbox.docker import DockerSandbox
 from workers.tools import execute
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration]
-docker_client, make_sandbox, no_python_image = fx.docker_client, fx.make_sandbox, fx.no_python_image
-SandboxFactory = fx.SandboxFactory
 
 
 @pytest.fixture(params=["helper", "fallback"])

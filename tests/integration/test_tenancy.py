@@ -16,7 +16,7 @@ from sqlalchemy import select
 from orchestrator.api.tenants import create_tenant
 from shared.db import session_scope
 from shared.models import ApiToken
-from tests.harness import Engine, engine, pack
+from tests.support.engine import Engine, engine, pack
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

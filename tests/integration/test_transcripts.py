@@ -22,8 +22,8 @@ from orchestrator.transcripts.scg import parse, sizes, write
 from shared.db import session_scope
 from shared.errors import NotFound, RaasError
 from shared.models import Message, Project
-from tests.harness import Engine, engine
-from tests.integration.engine_helpers import text, tool
+from tests.support.engine import Engine, engine
+from tests.support.records import text, tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from shared import events
 from shared.db import session_scope
 from shared.models import Agent, Iteration, Project, ProjectStatus, Task, TaskStatus
-from tests.harness import engine
+from tests.support.engine import engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

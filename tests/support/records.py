@@ -1,6 +1,6 @@
 """Reading what an engine test's iterations left behind: rows, events, requests and workspace.
 
-The engine tests drive real iterations through :mod:`tests.harness`; these helpers only read
+The engine tests drive real iterations through :mod:`tests.support.engine`; these helpers only read
 (the database through the models, the scripted model's request log, the workspace repository).
 """
 
@@ -18,7 +18,7 @@ from shared.db import session_scope
 from shared.git import git
 from shared.models import Agent, Iteration, Message, Project
 from shared.schemas import EventOut
-from tests.harness import Engine
+from tests.support.engine import Engine
 
 STREAMS = Path(__file__).resolve().parent.parent / "fixtures" / "anthropic-streams"
 

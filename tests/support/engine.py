@@ -23,7 +23,7 @@ from orchestrator.api import create_app
 from orchestrator.scheduling import advance, submission
 from shared.events import RedisBus
 from shared.settings import Settings, get_settings
-from tests.stack import free_port
+from tests.support.stack import free_port
 from workers.iteration import IterationRunner
 from workers.llm.ratelimit import RateLimiter
 from workers.records import Claim

@@ -1,4 +1,4 @@
-"""Fixtures for the sandbox tests; test modules import them explicitly.
+"""Fixtures of the integration tests: Docker sandboxes made and removed per test.
 
 Every container a test creates carries a label unique to this test run and is removed at
 teardown, whatever the test did; images made by tests are removed too.
@@ -7,23 +7,18 @@ teardown, whatever the test did; images made by tests are removed too.
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import pytest
 from docker.errors import APIError, NotFound
 
+from tests.support.sandboxes import RUN_ID, RUN_LABEL, SandboxFactory
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.docker import DockerSandbox
-
-RUN_LABEL = "raas.test-run"
-RUN_ID = secrets.token_hex(4)
-SANDBOX_IMAGE = os.environ.get("RAAS_SANDBOX_IMAGE", "constellation-sandbox:bookworm")
-SandboxFactory = Callable[..., DockerSandbox]
 
 
 @pytest.fixture(scope="session")
