@@ -20,6 +20,12 @@ app = typer.Typer(name="raas", help="Constellation: Ralph-as-a-Service.", no_arg
 out = Console()
 err = Console(stderr=True)
 
+# The panels ``raas --help`` groups its commands in.
+PROJECTS = "Projects"
+INSPECT = "Inspect"
+SERVICES = "Services"
+ADMIN = "Admin"
+
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
@@ -44,5 +50,11 @@ def main() -> None:
         sys.exit(1)
 
 
-# Registered last: the command modules import what is defined above.
-from orchestrator.cli import ops, projects, servers, transcripts  # noqa: E402, F401
+# Registered last: the command modules import what is defined above. Their order is the order
+# of the help's panels (projects, inspect, services, admin).
+# isort: off
+from orchestrator.cli import projects  # noqa: E402, F401
+from orchestrator.cli import transcripts  # noqa: E402, F401
+from orchestrator.cli import servers  # noqa: E402, F401
+from orchestrator.cli import ops  # noqa: E402, F401
+# isort: on

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.cli import JsonFlag, api, app, out, print_json
+from orchestrator.cli import ADMIN, JsonFlag, api, app, out, print_json
 
 
-@app.command()
+@app.command(rich_help_panel=ADMIN)
 def workers(
     as_json: JsonFlag = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the workers' replies.")] = 1.0,

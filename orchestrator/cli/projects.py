@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import JsonFlag, api, app, out, print_json
+from orchestrator.cli import INSPECT, PROJECTS, JsonFlag, api, app, out, print_json
 from shared.errors import InvalidInput, ServiceUnavailable
 from shared.events import TERMINAL_EVENTS
 from shared.schemas import EventOut
@@ -19,7 +19,7 @@ from shared.schemas import EventOut
 EXIT_FOR_STATUS = {"completed": 0, "failed": 1, "stopped": 1, "paused": 2}
 
 
-@app.command()
+@app.command(rich_help_panel=PROJECTS)
 def submit(
     directory: Annotated[Path, typer.Argument(help="Project directory with PROMPT.md (and raas.toml).")],
     as_json: JsonFlag = False,
@@ -43,7 +43,7 @@ def submit(
         sys.stdout.write(project["id"] + "\n")
 
 
-@app.command()
+@app.command(rich_help_panel=PROJECTS)
 def status(project_id: str, as_json: JsonFlag = False) -> None:
     """Show a project's status, agents and iterations."""
     project = api().project(project_id)
@@ -63,7 +63,7 @@ def status(project_id: str, as_json: JsonFlag = False) -> None:
         out.print(f"  iteration {it['number']:>3}  {it['status']:<9}  ${float(it['cost_usd']):.4f}  {mark}")
 
 
-@app.command("ls")
+@app.command("ls", rich_help_panel=PROJECTS)
 def list_projects(as_json: JsonFlag = False) -> None:
     """List projects, newest first."""
     rows = api().projects()
@@ -85,25 +85,25 @@ def _lifecycle(project_id: str, verb: str, as_json: bool) -> None:
         sys.stdout.write(f"{project['id']} {project['status']}\n")
 
 
-@app.command()
+@app.command(rich_help_panel=PROJECTS)
 def pause(project_id: str, as_json: JsonFlag = False) -> None:
     """Pause a running project: its iterations stop after their current LLM call."""
     _lifecycle(project_id, "pause", as_json)
 
 
-@app.command()
+@app.command(rich_help_panel=PROJECTS)
 def resume(project_id: str, as_json: JsonFlag = False) -> None:
     """Resume a paused project (also resets an open circuit breaker)."""
     _lifecycle(project_id, "resume", as_json)
 
 
-@app.command()
+@app.command(rich_help_panel=PROJECTS)
 def stop(project_id: str, as_json: JsonFlag = False) -> None:
     """Stop a project for good: running iterations end, their containers are removed."""
     _lifecycle(project_id, "stop", as_json)
 
 
-@app.command()
+@app.command(rich_help_panel=PROJECTS)
 def prompt(
     project_id: str,
     file: Annotated[Path, typer.Argument(help="The new PROMPT.md.", exists=True, dir_okay=False)],
@@ -117,7 +117,7 @@ def prompt(
         sys.stdout.write(f"{project['id']} prompt updated\n")
 
 
-@app.command()
+@app.command(rich_help_panel=PROJECTS)
 def budget(
     project_id: str,
     limit: Annotated[str, typer.Option("--limit", help="New spending limit in USD.")],
@@ -138,7 +138,7 @@ def budget(
         )
 
 
-@app.command()
+@app.command(rich_help_panel=INSPECT)
 def cost(
     project_id: str,
     iterations: Annotated[bool, typer.Option("--iterations", help="One receipt per iteration.")] = False,
@@ -174,7 +174,7 @@ def cost(
         )
 
 
-@app.command()
+@app.command(rich_help_panel=INSPECT)
 def graph(project_id: str, as_json: JsonFlag = False) -> None:
     """The task DAG by waves; --json gives the agent graph (agents, their status, parent edges)."""
     data = api().graph(project_id)
@@ -200,7 +200,7 @@ def graph(project_id: str, as_json: JsonFlag = False) -> None:
         )
 
 
-@app.command()
+@app.command(rich_help_panel=INSPECT)
 def diff(
     project_id: str,
     iteration: Annotated[int | None, typer.Option(help="Only what this iteration changed.")] = None,
@@ -221,7 +221,7 @@ def format_event(event: EventOut) -> str:
     return f"{event.seq:>5} {event.ts:%H:%M:%S} {event.type:<20} {body}"
 
 
-@app.command()
+@app.command(rich_help_panel=INSPECT)
 def follow(project_id: str, as_json: JsonFlag = False) -> None:
     """Print a project's events live, in order, until it ends (reconnecting if the link drops)."""
     client = api()

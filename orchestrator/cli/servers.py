@@ -8,22 +8,11 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import app, err
+from orchestrator.cli import ADMIN, PROJECTS, SERVICES, app, err
 from shared.settings import get_settings
 
 
-@app.command()
-def migrate(
-    url: Annotated[str | None, typer.Option(help="Database URL (default RAAS_DATABASE_URL).")] = None,
-) -> None:
-    """Create or upgrade the database schema."""
-    from shared.migrate import upgrade
-
-    upgrade(url or get_settings().database_url)
-    err.print("database is up to date")
-
-
-@app.command()
+@app.command(rich_help_panel=PROJECTS)
 def run(
     directory: Annotated[Path, typer.Argument(help="Project directory with PROMPT.md (and raas.toml).")],
     sandbox: Annotated[
@@ -40,7 +29,7 @@ def run(
     raise typer.Exit(run_directory(directory, sandbox))
 
 
-@app.command()
+@app.command(rich_help_panel=PROJECTS)
 def init(directory: Annotated[Path, typer.Argument(help="The new project directory.")]) -> None:
     """Create a project directory with a commented PROMPT.md and raas.toml."""
     from orchestrator.cli.scaffold import init_project
@@ -49,7 +38,7 @@ def init(directory: Annotated[Path, typer.Argument(help="The new project directo
         sys.stdout.write(f"wrote {path}\n")
 
 
-@app.command()
+@app.command(rich_help_panel=SERVICES)
 def coordinator(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8700,
@@ -60,7 +49,7 @@ def coordinator(
     run_coordinator(host, port)
 
 
-@app.command()
+@app.command(rich_help_panel=SERVICES)
 def worker(
     concurrency: Annotated[int, typer.Option(help="Iterations run at once.")] = 2,
     name: Annotated[str | None, typer.Option(help="Celery node name (default iterations@HOST).")] = None,
@@ -71,7 +60,7 @@ def worker(
     run_worker(concurrency, name)
 
 
-@app.command("scripted-model")
+@app.command("scripted-model", rich_help_panel=SERVICES)
 def scripted_model(
     script: Annotated[Path, typer.Option(help="Script file (JSON).", exists=True, dir_okay=False)],
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 8765,
@@ -84,8 +73,19 @@ def scripted_model(
     serve(script, host=host, port=port, log_path=log)
 
 
+@app.command(rich_help_panel=ADMIN)
+def migrate(
+    url: Annotated[str | None, typer.Option(help="Database URL (default RAAS_DATABASE_URL).")] = None,
+) -> None:
+    """Create or upgrade the database schema."""
+    from shared.migrate import upgrade
+
+    upgrade(url or get_settings().database_url)
+    err.print("database is up to date")
+
+
 tenant_app = typer.Typer(help="Tenants and their tokens (run where the coordinator's database is).")
-app.add_typer(tenant_app, name="tenant")
+app.add_typer(tenant_app, name="tenant", rich_help_panel=ADMIN)
 
 
 @tenant_app.command("add")

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import JsonFlag, api, app, print_json
+from orchestrator.cli import INSPECT, PROJECTS, JsonFlag, api, app, print_json
 from orchestrator.transcripts.files import read_transcript
 from orchestrator.transcripts.model import Transcript, TranscriptMessage, to_json
 from shared.errors import InvalidInput, RaasError
@@ -72,7 +72,7 @@ def _write_file(path: Path, text: str) -> None:
         raise
 
 
-@app.command()
+@app.command(rich_help_panel=INSPECT)
 def transcript(
     source: Annotated[
         str, typer.Argument(help="A project id, or a transcript file (.scg or .json) to read.")
@@ -105,7 +105,7 @@ def transcript(
         )
 
 
-@app.command()
+@app.command(rich_help_panel=INSPECT)
 def logs(
     project_id: str,
     agent: Annotated[
@@ -127,7 +127,7 @@ def logs(
         sys.stdout.write(format_message(message, agents.get(message.agent), names, full) + "\n")
 
 
-@app.command()
+@app.command(rich_help_panel=INSPECT)
 def replay(
     source: Annotated[str, typer.Argument(help="A transcript file (.scg or .json) or a project id.")],
     speed: Annotated[float, typer.Option("--speed", help="How many times faster than it happened.")] = 1.0,
@@ -170,7 +170,7 @@ def _pull_target(directory: Path) -> Path:
     return target
 
 
-@app.command()
+@app.command(rich_help_panel=PROJECTS)
 def pull(
     project_id: str,
     directory: Annotated[Path, typer.Argument(help="A new or empty directory for the files.")],
