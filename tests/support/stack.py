@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 RAAS = [sys.executable, "-m", "orchestrator.cli"]
-ROOT_DIR = Path(__file__).resolve().parent.parent
+ROOT_DIR = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
