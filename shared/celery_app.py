@@ -6,8 +6,12 @@ lives in Postgres; results are ignored.
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 from celery import Celery
 from kombu import Queue
+from kombu.transport import redis as kombu_redis
 
 from shared.settings import Settings, get_settings
 
@@ -21,6 +25,40 @@ ITERATIONS_QUEUE = "iterations"
 # to a second worker (celery#5935).
 ITERATION_TIME_LIMIT_S = 3600
 VISIBILITY_TIMEOUT_S = ITERATION_TIME_LIMIT_S * 2
+
+
+def _close_redis_channels_whose_brpop_was_cut() -> None:
+    """Let a Redis channel close even when its pending BRPOP read fails on the dead socket.
+
+    Celery 5.7.0 (#10242) handles a lost broker connection with ``connection.collect()`` and then
+    ``connection.close()``. kombu 5.7.0's ``Channel.close`` first reads the pending BRPOP reply;
+    when the broker died that raises ``ConnectionError``, which ``collect()`` swallows, leaving
+    the channel open, and ``collect()`` then detaches the transport. ``close()`` retries the
+    channel, whose restore of unacked messages needs the detached transport's URL:
+    ``AttributeError: 'NoneType' object has no attribute 'hostname'`` (kombu/transport/redis.py
+    ``_connparams``), "Unrecoverable error", and the worker stops. It happens when a task is
+    running and a pool slot is free (a BRPOP pending), e.g. concurrency 2 with one iteration.
+    Treating that lost reply like an empty one lets the close finish inside ``collect()``, as it
+    does when no BRPOP is pending: the worker cancels the running task and reconnects.
+    """
+    close = kombu_redis.Channel.close
+    if getattr(close, "_closes_after_cut_brpop", False):
+        return
+
+    @functools.wraps(close)
+    def close_after_cut_brpop(self: Any) -> None:
+        if self._in_poll:
+            try:
+                self._brpop_read()  # resets _in_poll, so close() does not read it again
+            except (kombu_redis.Empty, *self.connection_errors):
+                pass
+        close(self)
+
+    close_after_cut_brpop._closes_after_cut_brpop = True  # type: ignore[attr-defined]
+    kombu_redis.Channel.close = close_after_cut_brpop  # type: ignore[method-assign]
+
+
+_close_redis_channels_whose_brpop_was_cut()
 
 
 def make_celery(settings: Settings | None = None) -> Celery:

@@ -12,6 +12,10 @@ from shared.celery_app import ITERATIONS_QUEUE, app
 from workers.sandbox.sweeper import sweep_forever
 
 _stop_sweeping = threading.Event()
+# app.worker_main() drops the worker's exit code (celery/app/base.py start() discards what
+# click returns), so an "Unrecoverable error" ended `raas worker` with status 0 and no supervisor
+# restarted it. The shutdown signal carries the code; run_worker() exits with it.
+_exit_code: list[int] = []
 
 
 @worker_ready.connect
@@ -22,8 +26,9 @@ def _start_sweeper(**_kwargs: Any) -> None:
 
 
 @worker_shutdown.connect
-def _stop_sweeper(**_kwargs: Any) -> None:
+def _stop_sweeper(sender: Any = None, **_kwargs: Any) -> None:
     _stop_sweeping.set()
+    _exit_code.append(getattr(sender, "exitcode", None) or 0)
 
 
 def run_worker(concurrency: int, name: str | None = None) -> None:
@@ -44,3 +49,5 @@ def run_worker(concurrency: int, name: str | None = None) -> None:
             "INFO",
         ]
     )
+    if _exit_code and _exit_code[-1]:
+        raise SystemExit(_exit_code[-1])
