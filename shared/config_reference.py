@@ -83,7 +83,8 @@ def reference() -> str:
             "### raas.toml (per project)",
             "",
             "Tables are written `[name]`; `[[tasks]]` entries have `id`, `title`, `description`, "
-            "`category` and `depends_on`; `[categories.NAME]` and `[pricing.MODEL]` are keyed tables.",
+            "`category`, `depends_on` and `kind` (`work`, or `group`: no agent works it, it completes "
+            "when its dependencies have); `[categories.NAME]` and `[pricing.MODEL]` are keyed tables.",
             "",
             raas_toml_table(),
             END,

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
+from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.errors import InvalidInput
 
 TASK_ID_PATTERN = r"^[A-Za-z0-9_.:-]+$"
+
+
+class TaskKind(str, Enum):
+    WORK = "work"
+    """An agent works the task until it is complete."""
+    GROUP = "group"
+    """No work of its own (a SCUD parent task): complete when the tasks it depends on are, never
+    given to an agent."""
 
 
 class TaskSpec(BaseModel):
@@ -32,6 +41,8 @@ class TaskSpec(BaseModel):
     """Agent category that works the task (model, tools, prompt template)."""
     depends_on: list[str] = Field(default_factory=list)
     """Ids of the tasks that must complete before this one starts."""
+    kind: TaskKind = TaskKind.WORK
+    """`work`, or `group`: no agent works it; it completes when its dependencies have."""
 
 
 def validate_dag(tasks: Sequence[TaskSpec]) -> None:

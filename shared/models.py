@@ -29,6 +29,8 @@ from sqlalchemy import (
 from sqlalchemy import Enum as SAEnum
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from shared.dag import TaskKind
+
 
 def new_id() -> str:
     return secrets.token_hex(8)
@@ -179,6 +181,7 @@ class Task(Base):
     category: Mapped[str] = mapped_column(String(50), default="builder")
     depends_on: Mapped[list[Any]] = mapped_column(default=list)
     status: Mapped[TaskStatus] = mapped_column(_enum(TaskStatus), default=TaskStatus.PENDING)
+    kind: Mapped[TaskKind] = mapped_column(_enum(TaskKind), default=TaskKind.WORK)
     wave: Mapped[int] = mapped_column(Integer, default=0)
     # The validator's output when it sent the task back to its builder (backpressure).
     feedback: Mapped[str | None] = mapped_column(Text)

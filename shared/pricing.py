@@ -10,6 +10,8 @@ from decimal import Decimal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.usage import Usage
+
 MILLION = Decimal(1_000_000)
 
 
@@ -47,23 +49,6 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "claude-haiku-4-5": _price("1", "5"),
     "claude-3-5-haiku": _price("0.8", "4"),
 }
-
-
-class Usage(BaseModel):
-    """Token counts of one LLM call, as the Messages API reports them."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-
-    def total_tokens(self) -> int:
-        return (
-            self.input_tokens
-            + self.output_tokens
-            + self.cache_creation_input_tokens
-            + self.cache_read_input_tokens
-        )
 
 
 def find_price(model: str, overrides: dict[str, ModelPrice] | None = None) -> ModelPrice | None:

@@ -30,9 +30,10 @@ from shared.models import (
     unfinished,
     utcnow,
 )
-from shared.pricing import Usage, cost_usd, find_price
+from shared.pricing import cost_usd, find_price
 from shared.project_config import ProjectConfig
 from shared.schemas import EventOut
+from shared.usage import Usage
 
 
 @dataclass(frozen=True)
@@ -270,10 +271,7 @@ def store_message(
                 content=content,
                 model=model,
                 stop_reason=stop_reason,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cache_creation_input_tokens=usage.cache_creation_input_tokens,
-                cache_read_input_tokens=usage.cache_read_input_tokens,
+                **usage.model_dump(),  # the columns are named as Usage's fields
                 cost_usd=cost,
                 duration_s=duration_s,
                 created_at=utcnow(),

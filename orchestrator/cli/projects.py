@@ -185,8 +185,9 @@ def graph(project_id: str, as_json: JsonFlag = False) -> None:
         out.print(f"wave {index}:", highlight=False)
         for task in wave:
             after = f"  (after {', '.join(task['depends_on'])})" if task["depends_on"] else ""
+            worker = "(group)" if task.get("kind") == "group" else task["category"]
             out.print(
-                f"  {task['key']:<16} {task['status']:<10} {task['category']:<10} {task['title']}{after}",
+                f"  {task['key']:<16} {task['status']:<10} {worker:<10} {task['title']}{after}",
                 highlight=False,
                 markup=False,
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel
 from sqlalchemy import func, select
@@ -15,13 +15,18 @@ from shared.db import session_scope
 from shared.models import Agent, Iteration, Message
 from shared.pricing import ModelPrice, find_price
 from shared.project_config import ProjectConfig
+from shared.usage import Spelled, Usage
 
-
-class Tokens(BaseModel):
-    input: int = 0
-    output: int = 0
-    cache_write: int = 0
-    cache_read: int = 0
+#: Usage as cost reports spell it (their JSON predates the one Usage model).
+Tokens = Annotated[
+    Usage,
+    Spelled(
+        input_tokens="input",
+        output_tokens="output",
+        cache_creation_input_tokens="cache_write",
+        cache_read_input_tokens="cache_read",
+    ),
+]
 
 
 class CostLine(BaseModel):
@@ -58,24 +63,17 @@ class CostReport(BaseModel):
     receipts: list[Receipt] | None = None
 
 
+# The call count, the sum of each Usage count (its columns are named as its fields), the cost.
 _SUMS = (
     func.count(Message.id),
-    func.coalesce(func.sum(Message.input_tokens), 0),
-    func.coalesce(func.sum(Message.output_tokens), 0),
-    func.coalesce(func.sum(Message.cache_creation_input_tokens), 0),
-    func.coalesce(func.sum(Message.cache_read_input_tokens), 0),
+    *(func.coalesce(func.sum(getattr(Message, name)), 0) for name in Usage.model_fields),
     func.coalesce(func.sum(Message.cost_usd), 0),
 )
 
 
 def _line(key: str, row: tuple[Any, ...]) -> CostLine:
-    calls, tin, tout, cw, cr, cost = row
-    return CostLine(
-        key=key,
-        calls=calls,
-        tokens=Tokens(input=tin, output=tout, cache_write=cw, cache_read=cr),
-        cost_usd=Decimal(cost),
-    )
+    calls, *counts, cost = row
+    return CostLine(key=key, calls=calls, tokens=Usage.from_counts(counts), cost_usd=Decimal(cost))
 
 
 def cost_report(project_id: str, with_receipts: bool = False) -> CostReport:
@@ -105,7 +103,7 @@ def cost_report(project_id: str, with_receipts: bool = False) -> CostReport:
             bucket[0] += 1
             bucket[1] += cost
         by_hour = [
-            CostLine(key=h, calls=int(v[0]), tokens=Tokens(), cost_usd=v[1]) for h, v in sorted(hours.items())
+            CostLine(key=h, calls=int(v[0]), tokens=Usage(), cost_usd=v[1]) for h, v in sorted(hours.items())
         ]
         report = CostReport(
             project_id=project.id,

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from orchestrator.scheduling.lookup import get_project_row
 from shared import events
+from shared.dag import TaskKind
 from shared.db import session_scope
 from shared.models import Agent, AgentStatus, Event, Task, TaskStatus
 
@@ -17,6 +18,7 @@ class TaskNode(BaseModel):
     key: str
     title: str
     category: str
+    kind: TaskKind
     status: TaskStatus
     depends_on: list[str]
 
@@ -65,6 +67,7 @@ def project_graph(project_id: str) -> ProjectGraph:
                     key=task.key,
                     title=task.title,
                     category=task.category,
+                    kind=task.kind,
                     status=task.status,
                     depends_on=list(task.depends_on),
                 )

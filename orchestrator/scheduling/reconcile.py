@@ -22,6 +22,7 @@ from orchestrator.scheduling.admission import pump
 from orchestrator.scheduling.dispatch import Dispatcher
 from orchestrator.scheduling.outbox import transaction
 from shared.events import EventBus
+from shared.iterations import fail_iteration
 from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, unfinished, utcnow
 from shared.project_config import ProjectConfig
 from shared.settings import Settings
@@ -101,10 +102,10 @@ class Reconciler:
                     project_status != ProjectStatus.RUNNING
                     or iteration.attempt >= self.settings.max_iteration_attempts
                 ):
-                    iteration.status = IterationStatus.FAILED
-                    iteration.error_kind = ErrorKind.WORKER_LOST
-                    iteration.error = f"its worker stopped answering {iteration.attempt} time(s)"
-                    iteration.finished_at = now
+                    error = f"its worker stopped answering {iteration.attempt} time(s)"
+                    fail_iteration(
+                        out.session, iteration.id, error, kind=ErrorKind.WORKER_LOST, finished_at=now
+                    )
                     report.failed.append(iteration.id)
                 elif _not_resent_since(iteration, now - timedelta(seconds=self.settings.requeue_after_s)):
                     out.enqueue(iteration.project_id, iteration)
@@ -133,10 +134,8 @@ class Reconciler:
                 Project.status == ProjectStatus.STOPPED,
                 Project.finished_at < cutoff,
             ):
-                iteration.status = IterationStatus.FAILED
-                iteration.error = "terminated: the project was stopped"
-                iteration.finished_at = now
-                iteration.advanced = True
+                error = "terminated: the project was stopped"
+                fail_iteration(out.session, iteration.id, error, advanced=True, finished_at=now)
                 report.terminated.append(iteration.id)
                 if self.terminate is not None and iteration.task_id:
                     self.terminate(iteration.task_id)

@@ -15,7 +15,7 @@ from orchestrator.scheduling.admission import schedule
 from orchestrator.scheduling.outbox import Outbox
 from orchestrator.scheduling.transitions import end
 from shared import dag
-from shared.dag import Plan, TaskSpec
+from shared.dag import Plan, TaskKind, TaskSpec
 from shared.models import Agent, AgentStatus, Project, ProjectStatus, Task, TaskStatus, utcnow
 from shared.project_config import ProjectConfig
 
@@ -71,6 +71,7 @@ def create_tasks(out: Outbox, project: Project, specs: list[TaskSpec]) -> None:
                 description=spec.description,
                 category=spec.category,
                 depends_on=list(spec.depends_on),
+                kind=spec.kind,
                 wave=wave_of[spec.id],
             )
         )
@@ -82,7 +83,11 @@ def _tasks(out: Outbox, project: Project) -> list[Task]:
 
 
 def start_ready_tasks(out: Outbox, project: Project, config: ProjectConfig) -> None:
-    """Start every task whose dependencies are done; complete the project when all are."""
+    """Start every task whose dependencies are done; complete the project when all are.
+
+    A group task has no work of its own: once ready it is complete, with no agent, and what
+    waited for it is looked at again.
+    """
     tasks = _tasks(out, project)
     done = {t.key for t in tasks if t.status == TaskStatus.COMPLETED}
     if tasks and len(done) == len(tasks):
@@ -91,8 +96,14 @@ def start_ready_tasks(out: Outbox, project: Project, config: ProjectConfig) -> N
     running = {t.key for t in tasks if t.status == TaskStatus.RUNNING}
     specs = [TaskSpec(id=t.key, title=t.title, depends_on=list(t.depends_on)) for t in tasks]
     by_key = {t.key: t for t in tasks}
-    for key in dag.ready(specs, done, running):
-        _start_task(out, project, config, by_key[key])
+    ready = [by_key[key] for key in dag.ready(specs, done, running)]
+    if groups := [task for task in ready if task.kind == TaskKind.GROUP]:
+        for task in groups:
+            task.status = TaskStatus.COMPLETED
+        start_ready_tasks(out, project, config)
+        return
+    for task in ready:
+        _start_task(out, project, config, task)
 
 
 def _start_task(out: Outbox, project: Project, config: ProjectConfig, task: Task) -> None:

@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from shared.errors import NotFound
 from shared.models import AgentStatus, ProjectStatus
+from shared.usage import Spelled, Usage
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -58,11 +59,11 @@ class RawBlock(_Strict):
 Block = Annotated[TextBlock | ToolUseBlock | ToolResultBlock | RawBlock, Field(discriminator="type")]
 
 
-class Usage(_Strict):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_write_tokens: int = 0
-    cache_read_tokens: int = 0
+#: A message's usage as transcripts spell it (their format predates the one Usage model).
+TranscriptUsage = Annotated[
+    Usage,
+    Spelled(cache_creation_input_tokens="cache_write_tokens", cache_read_input_tokens="cache_read_tokens"),
+]
 
 
 class ProjectInfo(_Strict):
@@ -99,7 +100,7 @@ class TranscriptMessage(_Strict):
     content: list[Block]
     model: str | None = None
     stop_reason: str | None = None
-    usage: Usage | None = None
+    usage: TranscriptUsage | None = None
     cost_usd: Decimal = Decimal(0)
     duration_s: float | None = None
 
@@ -114,6 +115,9 @@ class Subagent(_Strict):
 
 
 class Metrics(_Strict):
+    # The cache counts keep the names transcripts have always written.
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, serialize_by_alias=True)
+
     messages: int = 0
     iterations: int = 0
     failed_iterations: int = 0
@@ -121,11 +125,15 @@ class Metrics(_Strict):
     tool_errors: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    cache_write_tokens: int = 0
-    cache_read_tokens: int = 0
+    cache_creation_input_tokens: int = Field(default=0, alias="cache_write_tokens")
+    cache_read_input_tokens: int = Field(default=0, alias="cache_read_tokens")
     cost_usd: Decimal = Decimal(0)
     llm_s: float = 0.0
     duration_s: float | None = None
+
+
+#: The metrics' keys as transcripts write them.
+METRIC_KEYS = [field.alias or name for name, field in Metrics.model_fields.items()]
 
 
 class Transcript(_Strict):
@@ -207,19 +215,16 @@ def measure(
         failed_iterations=sum(a.failed_iterations for a in agents),
         duration_s=(end - start).total_seconds() if start and end else None,
     )
+    usage = Usage()
     for message in messages:
         for block in message.content:
             metrics.tool_calls += isinstance(block, ToolUseBlock)
             metrics.tool_errors += isinstance(block, ToolResultBlock) and block.is_error
-        if message.usage is not None:
-            metrics.input_tokens += message.usage.input_tokens
-            metrics.output_tokens += message.usage.output_tokens
-            metrics.cache_write_tokens += message.usage.cache_write_tokens
-            metrics.cache_read_tokens += message.usage.cache_read_tokens
+        usage += message.usage or Usage()
         metrics.cost_usd += message.cost_usd
         metrics.llm_s += message.duration_s or 0.0
     metrics.llm_s = round(metrics.llm_s, 3)  # a sum of floats would show its rounding noise
-    return metrics
+    return metrics.model_copy(update=usage.model_dump())
 
 
 def to_json(transcript: Transcript) -> str:

@@ -45,8 +45,8 @@ def _usage_note(message: TranscriptMessage) -> str:
     if message.usage is not None:
         u = message.usage
         parts.append(f"{u.input_tokens} in / {u.output_tokens} out")
-        if u.cache_write_tokens or u.cache_read_tokens:
-            parts.append(f"cache {u.cache_write_tokens} written / {u.cache_read_tokens} read")
+        if u.cache_creation_input_tokens or u.cache_read_input_tokens:
+            parts.append(f"cache {u.cache_creation_input_tokens} written / {u.cache_read_input_tokens} read")
     if message.cost_usd:
         parts.append(f"${message.cost_usd:.4f}")
     if message.duration_s is not None:
@@ -104,7 +104,7 @@ def to_markdown(transcript: Transcript) -> str:
         out += ["**Prompt**", "", _fence(sub.prompt or "", "text"), "", "**Report**", ""]
         out.append(_fence(sub.report, "text") if sub.report is not None else "*(no report)*")
     out += ["", "## Metrics", "", "| metric | value |", "|---|---|"]
-    out += [f"| {name} | {value if value is not None else '-'} |" for name, value in m]
+    out += [f"| {name} | {value if value is not None else '-'} |" for name, value in m.model_dump().items()]
     return "\n".join(out) + "\n"
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from orchestrator.transcripts.model import (
+    METRIC_KEYS,
     AgentNode,
     Block,
     Metrics,
@@ -105,7 +106,7 @@ def write(transcript: Transcript) -> str:
         cells = [index[s.agent], number_cell(s.iteration), opt(s.prompt), opt(s.report)]
         lines.append("|".join(cells))
     lines += [SECTIONS[3], LEGENDS[3]]
-    lines += [f"{name}={number_cell(getattr(transcript.metrics, name))}" for name in Metrics.model_fields]
+    lines += [f"{key}={number_cell(value)}" for key, value in transcript.metrics.model_dump().items()]
     lines.append(END)
     return "\n".join(lines) + "\n"
 
@@ -171,7 +172,7 @@ class _Parser:
         if not self.ended:
             missing = ", ".join(SECTIONS[self.section + 1 :]) or END
             raise self.fail(len(lines), f"the file ends before {END} (missing: {missing}); is it cut short?")
-        absent = [key for key in Metrics.model_fields if key not in self.metrics]
+        absent = [key for key in METRIC_KEYS if key not in self.metrics]
         if absent:
             raise self.fail(len(lines), f"@metrics lacks {', '.join(absent)}")
         assert self.project is not None
@@ -325,8 +326,8 @@ class _Parser:
     def metric(self, cells: list[str]) -> None:
         key, sep, raw = cells[0].partition("=")
         expect(
-            bool(sep) and key in Metrics.model_fields,
-            f"{cells[0][:40]!r} is not a metric (key=value; keys: {', '.join(Metrics.model_fields)})",
+            bool(sep) and key in METRIC_KEYS,
+            f"{cells[0][:40]!r} is not a metric (key=value; keys: {', '.join(METRIC_KEYS)})",
         )
         expect(key not in self.metrics, f"metric {key} is given twice")
         readers: dict[str, Callable[[str, str], Any]] = {"cost_usd": read_decimal, "llm_s": read_float}

@@ -11,7 +11,7 @@ from decimal import Decimal, InvalidOperation
 from enum import Enum
 from typing import Any, TypeVar
 
-from orchestrator.transcripts.model import Usage
+from shared.usage import Usage
 
 #: A cell starting with one of these means None (~), a reference (^) or "as in the header" (=).
 MARKERS = "~^="
@@ -154,7 +154,7 @@ def read_offset(raw: str) -> timedelta:
 def usage_cell(usage: Usage | None) -> str:
     if usage is None:
         return "~"
-    counts = [usage.input_tokens, usage.output_tokens, usage.cache_write_tokens, usage.cache_read_tokens]
+    counts = usage.counts()
     while counts and counts[-1] == 0:
         counts.pop()
     return ",".join(map(str, counts))
@@ -165,13 +165,8 @@ def read_usage(raw: str) -> Usage | None:
         return None
     counts = [read_int(part, "usage count") for part in raw.split(",")] if raw else []
     expect(len(counts) <= 4, f"usage {raw!r} has more than four counts (in,out,cache_write,cache_read)")
-    counts += [0] * (4 - len(counts))
-    return Usage(
-        input_tokens=counts[0],
-        output_tokens=counts[1],
-        cache_write_tokens=counts[2],
-        cache_read_tokens=counts[3],
-    )
+    expect(all(count >= 0 for count in counts), f"usage {raw!r} has a negative count")
+    return Usage.from_counts(counts)
 
 
 def number_cell(value: int | float | Decimal | None) -> str:

@@ -23,11 +23,11 @@ from orchestrator.transcripts.model import (
     ToolUseBlock,
     Transcript,
     TranscriptMessage,
-    Usage,
     measure,
 )
 from shared.db import session_scope
 from shared.models import Agent, Iteration, IterationStatus, Message, Task
+from shared.usage import Usage
 
 
 def to_block(data: dict[str, Any]) -> Block:
@@ -137,14 +137,7 @@ def _message(seq: int, row: Message, numbers: dict[str, int]) -> TranscriptMessa
         content=[to_block(b) if isinstance(b, dict) else RawBlock(data={"value": b}) for b in row.content],
         model=row.model,
         stop_reason=row.stop_reason,
-        usage=Usage(
-            input_tokens=row.input_tokens,
-            output_tokens=row.output_tokens,
-            cache_write_tokens=row.cache_creation_input_tokens,
-            cache_read_tokens=row.cache_read_input_tokens,
-        )
-        if assistant
-        else None,
+        usage=Usage.model_validate(row, from_attributes=True) if assistant else None,
         cost_usd=_amount(row.cost_usd),
         duration_s=round(row.duration_s, 3) if row.duration_s is not None else None,
     )

@@ -4,37 +4,61 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from shared.dag import TaskSpec
-from shared.scud.model import CLOSED, ScudGraph, ScudTask, _resolve
+from shared.dag import TaskKind, TaskSpec
+from shared.scud.model import CLOSED, DONE, ScudGraph, ScudTask, _resolve, parent_done
 
 
 def to_task_specs(graph: ScudGraph, categories: Collection[str] | None = None) -> list[TaskSpec]:
     """The tasks still to run, as DAG nodes with phase-qualified ids.
 
-    Left out: tasks done, cancelled or deferred (D, C, F) and everything under such a parent;
-    parents with children, whose work is their children. Pending, in-progress, review, blocked
-    and failed tasks run: their work is not known to be finished. A dependency on a left-out
-    task is dropped: done is satisfied, and cancelled or deferred work will not come, so waiting
-    on it would stall the project forever. A dependency on a parent becomes one on its children,
-    and children inherit their parent's dependencies. Unknown references are kept as they are,
-    so `validate_dag` names them.
+    Left out: tasks done, cancelled or deferred (D, C, F) and everything under such a parent.
+    Pending, in-progress, review, blocked and failed tasks run: their work is not known to be
+    finished. A parent's work is its children's: it becomes a `group` node, given to no agent and
+    complete once the nodes under it are, when that makes it done (`parent_done`, the rule
+    `write_back` marks it done by). A parent with nothing left to run, or kept open by a deferred
+    child, is left out, and a dependency on it becomes one on its runnable children. A dependency
+    on a left-out task is dropped: done is satisfied, and cancelled or deferred work will not
+    come, so waiting on it would stall the project forever. Children inherit their parent's
+    dependencies. Unknown references are kept as they are, so `validate_dag` names them.
 
     Args:
         categories: the agent categories the project defines. A task's SCUD agent type becomes
             its category when it is one of them (or always, when None); otherwise `builder`.
     """
     index = {task.key: task for task in graph.tasks}
-    return [
-        TaskSpec(
-            id=task.key,
-            title=task.title,
-            description=_description(task, index),
-            category=_category(task.agent_type, categories),
-            depends_on=_dependencies(task, index),
+    specs = []
+    for task in graph.tasks:
+        if _closed(task, index):
+            continue
+        if not task.children:
+            depends_on, kind = _dependencies(task, index), TaskKind.WORK
+        elif _is_group(task, index):
+            depends_on, kind = _parts(task, index), TaskKind.GROUP
+        else:
+            continue
+        specs.append(
+            TaskSpec(
+                id=task.key,
+                title=task.title,
+                description=_description(task, index),
+                category=_category(task.agent_type, categories),
+                depends_on=depends_on,
+                kind=kind,
+            )
         )
-        for task in graph.tasks
-        if not task.children and not _closed(task, index)
-    ]
+    return specs
+
+
+def _finishes(task: ScudTask, index: Mapping[str, ScudTask], seen: set[str]) -> bool:
+    """Whether the task is done once the project has run (not counting its closed ancestors)."""
+    if task.status in CLOSED or not task.children:
+        return task.status == DONE or task.status not in CLOSED
+    if task.key in seen:  # a parent loop, which only a hand-built graph can have
+        return False
+    children = [child for ref in task.children if (child := _resolve(index, ref, task.phase))]
+    return parent_done(
+        DONE if _finishes(child, index, seen | {task.key}) else child.status for child in children
+    )
 
 
 def _category(agent_type: str | None, categories: Collection[str] | None) -> str:
@@ -69,16 +93,27 @@ def _dependencies(task: ScudTask, index: Mapping[str, ScudTask]) -> list[str]:
 
 
 def _runnable_keys(task: ScudTask, index: Mapping[str, ScudTask], skip: set[str]) -> list[str]:
-    """What depending on `task` means: on itself, on its runnable descendants, or on nothing."""
+    """What depending on `task` means: on itself (a task or a group), on its runnable
+    descendants (a parent this run cannot finish), or on nothing."""
     if task.key in skip or _closed(task, index):
         return []
-    if not task.children:
+    if not task.children or _is_group(task, index):
         return [task.key]
+    return _parts(task, index, skip)
+
+
+def _parts(task: ScudTask, index: Mapping[str, ScudTask], skip: Collection[str] = ()) -> list[str]:
+    """The nodes a parent's children become: what a group waits for."""
     keys: list[str] = []
     for ref in task.children:
         child = _resolve(index, ref, task.phase)
-        keys += _runnable_keys(child, index, skip | {task.key}) if child else []
+        keys += _runnable_keys(child, index, {*skip, task.key}) if child else []
     return keys
+
+
+def _is_group(task: ScudTask, index: Mapping[str, ScudTask]) -> bool:
+    """An open parent that is done once this run's tasks under it are (it has some)."""
+    return bool(task.children) and _finishes(task, index, set()) and bool(_parts(task, index))
 
 
 def _description(task: ScudTask, index: Mapping[str, ScudTask]) -> str:

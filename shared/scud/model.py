@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -12,6 +12,7 @@ STATUSES |= {"B": "blocked", "F": "deferred", "C": "cancelled", "X": "expanded",
 CLOSED = frozenset("DCF")
 """Done, cancelled, deferred: tasks that are not to be run."""
 PRIORITIES = {"C": "critical", "H": "high", "M": "medium", "L": "low"}
+DONE, CANCELLED = "D", "C"
 _ID = re.compile(r"[A-Za-z0-9_.:-]+")
 
 
@@ -21,6 +22,13 @@ def status_code(raw: str) -> str | None:
     if word.upper() in STATUSES:
         return word.upper()
     return next((code for code, name in STATUSES.items() if name == word), None)
+
+
+def parent_done(child_statuses: Iterable[str]) -> bool:
+    """Whether a parent task is done, given its children's status codes: each one not cancelled
+    is done, and there is one (a parent whose children were all cancelled was not done)."""
+    live = [code for code in child_statuses if code != CANCELLED]
+    return bool(live) and all(code == DONE for code in live)
 
 
 def _priority(raw: str | None) -> str | None:

@@ -9,7 +9,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from shared.errors import InvalidInput, RaasError
-from shared.scud.model import PRIORITIES, STATUSES, ScudGraph, ScudPhase, ScudTask, status_code
+from shared.scud.model import (
+    CLOSED,
+    DONE,
+    PRIORITIES,
+    STATUSES,
+    ScudGraph,
+    ScudPhase,
+    ScudTask,
+    _resolve,
+    parent_done,
+    status_code,
+)
 from shared.scud.parse import _parse
 from shared.scud.syntax import _OPAQUE, _escape, _split
 
@@ -91,16 +102,16 @@ def write_back(path: Path, statuses: Mapping[str, str]) -> None:
 
     The file is read again (the user or scud may have edited it), only the status cells of the
     named task rows are rewritten in place, and the result replaces the file atomically, so a
-    crash leaves the old file or the new one, never half of one.
+    crash leaves the old file or the new one, never half of one. A parent whose children are
+    then done (`parent_done`) is marked done too, as is its parent in turn.
     """
     path = path.resolve()  # through a symlink, so the link itself stays a link
     text = path.read_bytes().decode("utf-8")
     graph, rows = _parse(text, str(path))
     lines = text.split("\n")
-    for task_id, status in statuses.items():
-        task, code = _find(graph, task_id), _code(status)
-        task.status = code
-        lines[rows[task.key]] = _replace_status(lines[rows[task.key]], code)
+    changes = {_find(graph, task_id).key: _code(status) for task_id, status in statuses.items()}
+    for key, code in [*changes.items(), *_parents_done(graph, changes)]:
+        lines[rows[key]] = _replace_status(lines[rows[key]], code)
     new_text = "\n".join(lines)
     if new_text == text:
         return
@@ -108,6 +119,29 @@ def write_back(path: Path, statuses: Mapping[str, str]) -> None:
         msg = f"{path}: could not update statuses in place; the file is left as it was"
         raise RaasError(msg)
     _replace_file(path, new_text.encode("utf-8"))
+
+
+def _parents_done(graph: ScudGraph, changes: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Apply `changes` to `graph`, then mark done each open parent whose children are done."""
+    index = {task.key: task for task in graph.tasks}
+    for key, code in changes.items():
+        index[key].status = code
+    done: list[tuple[str, str]] = []
+    while True:  # a parent marked done may complete its own parent: repeat until nothing changes
+        found = [
+            task
+            for task in graph.tasks
+            if task.children
+            and task.status not in CLOSED
+            and parent_done(
+                child.status for ref in task.children if (child := _resolve(index, ref, task.phase))
+            )
+        ]
+        if not found:
+            return done
+        for task in found:
+            task.status = DONE
+            done.append((task.key, DONE))
 
 
 def _replace_status(row: str, code: str) -> str:

@@ -15,7 +15,7 @@ from shared.db import session_scope
 from shared.errors import ServiceUnavailable
 from shared.git import commit_all
 from shared.models import Iteration, IterationStatus, utcnow
-from shared.pricing import Usage
+from shared.usage import Usage
 from tests.support.engine import engine
 from tests.support.records import (
     event_log,

@@ -85,7 +85,7 @@ def test_transcript_holds_every_message_the_agent_tree_the_reports_and_the_total
     first_call = transcript.messages[1]
     assert first_call.role == "assistant"
     assert first_call.usage is not None
-    assert first_call.usage.cache_write_tokens == 700
+    assert first_call.usage.cache_creation_input_tokens == 700
     assert first_call.content[1].input["content"] == NOTE  # type: ignore[union-attr]
     metrics = transcript.metrics
     assert metrics.cost_usd == project.spent_usd > 0

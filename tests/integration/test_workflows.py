@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from shared import events
+from shared.dag import TaskKind
 from shared.db import session_scope
 from shared.models import Agent, Iteration, Project, ProjectStatus, Task, TaskStatus
 from tests.support.engine import engine
@@ -283,4 +284,73 @@ def test_a_scud_graph_runs_its_open_tasks_and_marks_them_done(
     assert tasks == {"api:2": TaskStatus.COMPLETED, "api:3": TaskStatus.COMPLETED}  # 1 was already done
     assert "2 | Endpoints \\| routes | D" in written
     assert "3 | Docs | D" in written
+    assert _project(project_id).status == ProjectStatus.COMPLETED
+
+
+SCUD_PARENTS = """# SCUD Graph v1
+# Phase: api
+
+@nodes
+# id | title | status | complexity | priority
+1 | Login | X | 5 | H
+1.1 | Parse credentials | P | 2 | H
+1.2 | Issue a token | P | 3 | H
+2 | Docs | P | 1 | L
+
+@edges
+# dependent -> dependency
+1.2 -> 1.1
+2 -> 1
+
+@parents
+# parent: subtasks...
+1: 1.1, 1.2
+"""
+
+
+def test_a_scud_parent_is_done_with_its_last_subtask_and_never_given_to_a_model(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    import subprocess
+
+    from orchestrator.queries.graph import project_graph
+
+    with engine({"responses": [COMPLETE], "when_exhausted": "repeat_last"}, tmp_path) as eng:
+        # Given a SCUD parent with two subtasks, and a task that depends on the parent
+        project_id = eng.submit(files={".scud/tasks/tasks.scg": SCUD_PARENTS})
+        # When the project runs to its end
+        eng.run_to_end(project_id)
+        graph = project_graph(project_id)
+        with session_scope() as session:
+            worked = set(
+                session.scalars(
+                    select(Task.key)
+                    .join(Agent, Agent.task_id == Task.id)
+                    .join(Iteration, Iteration.agent_id == Agent.id)
+                    .where(Task.project_id == project_id)
+                )
+            )
+        repo = eng.settings.workspaces_dir() / f"{project_id}.git"
+        written = subprocess.run(
+            ["git", "-C", str(repo), "show", "main:.scud/tasks/tasks.scg"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    # Then the parent is done in the graph and in the file, and no iteration worked it
+    assert [[(t.key, t.status) for t in wave] for wave in graph.waves] == [
+        [("api:1.1", TaskStatus.COMPLETED)],
+        [("api:1.2", TaskStatus.COMPLETED)],
+        [("api:1", TaskStatus.COMPLETED)],
+        [("api:2", TaskStatus.COMPLETED)],
+    ]
+    assert [t.kind for wave in graph.waves for t in wave] == [
+        TaskKind.WORK,
+        TaskKind.WORK,
+        TaskKind.GROUP,
+        TaskKind.WORK,
+    ]
+    assert worked == {"api:1.1", "api:1.2", "api:2"}
+    assert "1 | Login | D | 5 | H" in written
+    assert "1.2 | Issue a token | D | 3 | H" in written
     assert _project(project_id).status == ProjectStatus.COMPLETED

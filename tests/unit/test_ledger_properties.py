@@ -22,7 +22,8 @@ from sqlalchemy.pool import StaticPool
 
 from shared import budget
 from shared.models import Agent, Base, Iteration, LedgerEntry, LedgerKind, Project, new_id, utcnow
-from shared.pricing import ModelPrice, Usage, cost_usd
+from shared.pricing import ModelPrice, cost_usd
+from shared.usage import Usage
 
 pytestmark = pytest.mark.unit
 

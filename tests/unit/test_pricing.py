@@ -6,7 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from shared.pricing import ModelPrice, Usage, cost_usd, find_price
+from shared.pricing import ModelPrice, cost_usd, find_price
+from shared.usage import Usage
 
 pytestmark = pytest.mark.unit
 

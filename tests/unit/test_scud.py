@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.dag import validate_dag, waves
+from shared.dag import TaskKind, validate_dag, waves
 from shared.errors import InvalidInput
 from shared.scud import (
     ScudGraph,
@@ -197,14 +197,47 @@ def test_loose_style_is_written_in_the_scud_cli_layout() -> None:
 def test_done_cancelled_and_deferred_tasks_are_not_run() -> None:
     ids = set(specs_by_id(MULTI_PHASE))
     assert not ids & {"auth:1", "auth:2", "auth:4", "auth:6"}
-    assert {"auth:3.1", "auth:3.2", "auth:5", "api:1", "api:2", "api:3"} == ids
+    assert {"auth:3", "auth:3.1", "auth:3.2", "auth:5", "api:1", "api:2", "api:3"} == ids
 
 
-def test_expanded_parent_is_not_run_and_depending_on_it_waits_for_its_children() -> None:
-    specs = specs_by_id(MULTI_PHASE)
-    assert "auth:3" not in specs
-    assert specs["auth:5"] == ["auth:3.1", "auth:3.2"]
-    assert specs["api:2"] == ["api:1", "auth:3.1", "auth:3.2"]
+def test_expanded_parent_is_a_group_done_after_its_children_and_depending_on_it_waits_for_them() -> None:
+    specs = {spec.id: spec for spec in to_task_specs(parse_scg(MULTI_PHASE))}
+    assert specs["auth:3"].kind == TaskKind.GROUP  # no agent works it; it is done when they are
+    assert specs["auth:3"].depends_on == ["auth:3.1", "auth:3.2"]
+    assert {spec.kind for key, spec in specs.items() if key != "auth:3"} == {TaskKind.WORK}
+    assert specs["auth:5"].depends_on == ["auth:3"]
+    assert specs["api:2"].depends_on == ["api:1", "auth:3"]
+
+
+def test_depending_on_a_parent_this_run_cannot_finish_waits_for_its_runnable_children() -> None:
+    text = (
+        "@nodes\n1 | Group | X\n1.1 | Part | P\n1.2 | Later | F\n2 | Next\n"
+        "@edges\n2 -> 1\n@parents\n1: 1.1, 1.2\n"
+    )
+    assert specs_by_id(text) == {"1.1": [], "2": ["1.1"]}
+
+
+def test_a_parent_with_no_children_left_to_run_is_not_a_task() -> None:
+    text = (
+        "@nodes\n1 | Group | X\n1.1 | Part | D\n1.2 | Dropped | C\n2 | Next\n"
+        "@edges\n2 -> 1\n@parents\n1: 1.1, 1.2\n"
+    )
+    assert specs_by_id(text) == {"2": []}
+
+
+def test_a_parent_a_deferred_child_keeps_open_is_no_group() -> None:
+    # Given a parent whose one child runs and whose other is deferred
+    text = "@nodes\n1 | Group | X\n1.1 | Part | P\n1.2 | Later | F\n@parents\n1: 1.1, 1.2\n"
+    # Then only the child runs: this run cannot finish the parent, so it is not shown as done
+    assert specs_by_id(text) == {"1.1": []}
+
+
+def test_nested_parents_are_groups_done_after_their_runnable_descendants() -> None:
+    text = (
+        "@nodes\n1 | Epic | X\n1.1 | Story | X\n1.1.1 | Part | P\n1.1.2 | Other | D\n1.2 | Last | P\n"
+        "@parents\n1: 1.1, 1.2\n1.1: 1.1.1, 1.1.2\n"
+    )
+    assert specs_by_id(text) == {"1": ["1.1", "1.2"], "1.1": ["1.1.1"], "1.1.1": [], "1.2": []}
 
 
 def test_dependencies_on_done_cancelled_and_deferred_tasks_are_dropped() -> None:
@@ -217,7 +250,7 @@ def test_dependencies_on_done_cancelled_and_deferred_tasks_are_dropped() -> None
 
 def test_children_inherit_their_parents_dependencies() -> None:
     text = "@nodes\n1 | First\n2 | Group | X\n2.1 | Part\n@edges\n2 -> 1\n@parents\n2: 2.1\n"
-    assert specs_by_id(text) == {"1": [], "2.1": ["1"]}
+    assert specs_by_id(text) == {"1": [], "2": ["2.1"], "2.1": ["1"]}
 
 
 def test_children_of_a_closed_parent_are_not_run() -> None:
@@ -252,6 +285,7 @@ def test_runnable_tasks_of_the_fixture_form_a_dag_with_waves() -> None:
     assert waves(to_task_specs(parse_scg(MULTI_PHASE))) == [
         ["api:1", "auth:3.1"],
         ["auth:3.2"],
+        ["auth:3"],
         ["api:2", "auth:5"],
         ["api:3"],
     ]
@@ -322,6 +356,48 @@ def test_write_back_changes_only_the_status_cells(tmp_path: Path) -> None:
         ("3.1 | Parse credentials | P | 2 | H", "3.1 | Parse credentials | D | 2 | H"),
         ("2 | Protected routes | B | 5 | H", "2 | Protected routes | I | 5 | H"),
     ]
+
+
+def test_write_back_of_the_last_subtask_marks_its_parent_done(tmp_path: Path) -> None:
+    # Given the fixture's parent auth:3 (expanded) with two open subtasks
+    path = tmp_path / "tasks.scg"
+    path.write_text(MULTI_PHASE, encoding="utf-8")
+    # When the first is done, the parent stays open; when the second is, the parent is done too
+    write_back(path, {"auth:3.1": "D"})
+    assert task_of(parse_scg(path.read_text(encoding="utf-8")), "auth:3").status == "X"
+    write_back(path, {"auth:3.2": "D"})
+    after = path.read_text(encoding="utf-8")
+    assert "3 | Login endpoint \\| JSON and form posts | D | 8 | C" in after
+    assert {task.key: task.status for task in parse_scg(after).tasks} == {
+        task.key: "D" if task.key in {"auth:3", "auth:3.1", "auth:3.2"} else task.status
+        for task in parse_scg(MULTI_PHASE).tasks
+    }
+
+
+def test_write_back_closes_every_ancestor_whose_children_are_done(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.scg"
+    text = (
+        "@nodes\n1 | Epic | X\n1.1 | Story | P\n1.1.1 | Part | P\n1.1.2 | Dropped | C\n1.2 | Last | D\n"
+        "@parents\n1: 1.1, 1.2\n1.1: 1.1.1, 1.1.2\n"
+    )
+    path.write_text(text, encoding="utf-8")
+    write_back(path, {"1.1.1": "D"})
+    statuses = {task.key: task.status for task in parse_scg(path.read_text(encoding="utf-8")).tasks}
+    assert statuses == {"1": "D", "1.1": "D", "1.1.1": "D", "1.1.2": "C", "1.2": "D"}
+
+
+@pytest.mark.parametrize(
+    ("others", "parent"),
+    [("D", "D"), ("C", "D"), ("F", "X"), ("P", "X")],
+    ids=["done", "cancelled", "deferred", "pending"],
+)
+def test_a_parent_is_done_when_its_children_not_cancelled_are(
+    tmp_path: Path, others: str, parent: str
+) -> None:
+    path = tmp_path / "tasks.scg"
+    path.write_text(f"@nodes\n1 | Group | X\n1.1 | Part | P\n1.2 | Other | {others}\n@parents\n1: 1.1, 1.2\n")
+    write_back(path, {"1.1": "D"})
+    assert task_of(parse_scg(path.read_text(encoding="utf-8")), "1").status == parent
 
 
 def test_write_back_keeps_comments_spacing_line_endings_and_mode(tmp_path: Path) -> None:

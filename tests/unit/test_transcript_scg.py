@@ -27,12 +27,12 @@ from orchestrator.transcripts.model import (
     ToolUseBlock,
     Transcript,
     TranscriptMessage,
-    Usage,
 )
 from orchestrator.transcripts.render import replay, to_markdown
 from orchestrator.transcripts.scg import ScgError, parse, write
 from shared.errors import InvalidInput, NotFound
 from shared.models import AgentStatus, ProjectStatus
+from shared.usage import Usage
 
 pytestmark = pytest.mark.unit
 
@@ -120,7 +120,7 @@ def transcripts(draw: st.DrawFn) -> Transcript:
                 content=content,
                 model=draw(st.sampled_from([model]) | st.none() | texts),
                 stop_reason=draw(st.none() | texts),
-                usage=draw(st.none() | st.builds(Usage, input_tokens=counts, output_tokens=counts)),
+                usage=draw(st.none() | st.builds(Usage, **dict.fromkeys(Usage.model_fields, counts))),
                 cost_usd=draw(money),
                 duration_s=draw(st.none() | seconds),
             )

@@ -10,8 +10,8 @@ from typing import Any
 import anthropic
 
 from shared.errors import InvalidInput
-from shared.pricing import Usage
 from shared.settings import Settings
+from shared.usage import Usage
 from workers.llm.stream import assemble
 
 # Any key is accepted by the scripted model; the real API refuses it with 401.

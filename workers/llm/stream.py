@@ -13,9 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.pricing import Usage
-
-USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+from shared.usage import Usage
 
 
 @dataclass
@@ -45,7 +43,7 @@ def _get(obj: Any, name: str) -> Any:
 def _merge_usage(usage: dict[str, int], raw: Any) -> None:
     if raw is None:
         return
-    for name in USAGE_FIELDS:
+    for name in Usage.model_fields:
         value = _get(raw, name)
         if isinstance(value, int):
             usage[name] = value

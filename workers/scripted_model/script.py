@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from shared.errors import InvalidInput
+from shared.usage import Usage
 
 StopReason = Literal[
     "end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
@@ -89,15 +90,6 @@ class ToolUseBlock(_Strict):
 ContentBlock = Annotated[TextBlock | ToolUseBlock, Field(discriminator="type")]
 
 
-class Usage(_Strict):
-    """Token counts to report; each one left out is estimated (see ``docs/scripted-model.md``)."""
-
-    input_tokens: int | None = Field(default=None, ge=0)
-    output_tokens: int | None = Field(default=None, ge=0)
-    cache_creation_input_tokens: int | None = Field(default=None, ge=0)
-    cache_read_input_tokens: int | None = Field(default=None, ge=0)
-
-
 class _Step(_Strict):
     repeat: int = Field(default=1, ge=1)
     """Answer this many consecutive requests the same way."""
@@ -115,6 +107,7 @@ class MessageStep(_Step):
     """Defaults to ``tool_use`` when a tool_use block is present, else ``end_turn``."""
     stop_sequence: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    """Token counts to report; each one left out is estimated (see ``docs/scripted-model.md``)."""
 
     @property
     def effective_stop_reason(self) -> StopReason:

@@ -18,6 +18,7 @@ import secrets
 import string
 from typing import Any
 
+from shared.usage import Usage
 from workers.scripted_model.script import ErrorSpec, MessageStep, TextBlock
 
 JSONObject = dict[str, Any]
@@ -85,16 +86,18 @@ def build_message(step: MessageStep, request: JSONObject) -> JSONObject:
         "stop_reason": step.effective_stop_reason,
         "stop_sequence": step.stop_sequence,
         "usage": {
-            "input_tokens": _given(usage.input_tokens, prompt_tokens(request)),
-            "cache_creation_input_tokens": _given(usage.cache_creation_input_tokens, 0),
-            "cache_read_input_tokens": _given(usage.cache_read_input_tokens, 0),
-            "output_tokens": _given(usage.output_tokens, estimate_tokens("".join(output_chars))),
+            "input_tokens": _given(usage, "input_tokens", prompt_tokens(request)),
+            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+            "cache_read_input_tokens": usage.cache_read_input_tokens,
+            "output_tokens": _given(usage, "output_tokens", estimate_tokens("".join(output_chars))),
         },
     }
 
 
-def _given(value: int | None, default: int) -> int:
-    return default if value is None else value
+def _given(usage: Usage, field: str, estimate: int) -> int:
+    """The count the script gives, or the estimate when it leaves the count out."""
+    given: int = getattr(usage, field)
+    return given if field in usage.model_fields_set else estimate
 
 
 def message_events(message: JSONObject, *, words_per_chunk: int, chars_per_chunk: int) -> list[SSEEvent]:

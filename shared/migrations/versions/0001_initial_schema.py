@@ -97,6 +97,7 @@ def upgrade() -> None:
     sa.Column('category', sa.String(length=50), nullable=False),
     sa.Column('depends_on', sa.JSON(), nullable=False),
     sa.Column('status', sa.Enum('pending', 'running', 'completed', 'failed', name='taskstatus', native_enum=False, length=16), nullable=False),
+    sa.Column('kind', sa.Enum('work', 'group', name='taskkind', native_enum=False, length=16), nullable=False),
     sa.Column('wave', sa.Integer(), nullable=False),
     sa.Column('feedback', sa.Text(), nullable=True),
     sa.ForeignKeyConstraint(['project_id'], ['projects.id'], ondelete='CASCADE'),
