@@ -111,6 +111,27 @@ def settle(
     session: Session, project_id: str, iteration_id: str, actual: Decimal, threshold: float
 ) -> Settlement:
     """Charge ``actual`` and release everything the iteration still holds in reservation."""
+    spent, limit, warned = _charge_and_release(session, project_id, iteration_id, actual)
+    warn = not warned and limit > 0 and spent >= limit * Decimal(str(threshold))
+    if warn:
+        session.execute(update(Project).where(Project.id == project_id).values(budget_warned=True))
+    return Settlement(spent_usd=spent, limit_usd=limit, warn=warn)
+
+
+def release(session: Session, project_id: str, iteration_id: str) -> None:
+    """Give back everything the iteration holds in reservation and charge nothing: for a call
+    that failed (its usage is unknown) or an iteration that ends without its worker.
+
+    A settlement of zero in the ledger; unlike ``settle`` it never decides the warning, which
+    only a charge can make true.
+    """
+    _charge_and_release(session, project_id, iteration_id, Decimal(0))
+
+
+def _charge_and_release(
+    session: Session, project_id: str, iteration_id: str, actual: Decimal
+) -> tuple[Decimal, Decimal, bool]:
+    """Charge ``actual``, release what the iteration held; the project's spent, limit, warned."""
     held = session.scalar(_HELD, {"iteration_id": iteration_id}) or Decimal(0)
     session.execute(_RELEASE, {"iteration_id": iteration_id})
     row = session.execute(_CHARGE, {"project_id": project_id, "actual": actual, "held": held}).one()
@@ -124,11 +145,7 @@ def settle(
             created_at=utcnow(),
         )
     )
-    spent, limit, warned = row
-    warn = not warned and limit > 0 and spent >= limit * Decimal(str(threshold))
-    if warn:
-        session.execute(update(Project).where(Project.id == project_id).values(budget_warned=True))
-    return Settlement(spent_usd=spent, limit_usd=limit, warn=warn)
+    return row[0], row[1], row[2]
 
 
 def top_up(session: Session, project_id: str, iteration_id: str, amount: Decimal) -> bool:

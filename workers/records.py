@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from shared import budget, events
 from shared.budget import Settlement
 from shared.db import session_scope, survives_restarts
+from shared.iterations import fail_iteration
 from shared.models import (
     Agent,
     AgentStatus,
@@ -105,7 +106,8 @@ _LATER_REPORTS = (
     .where(Iteration.agent_id == bindparam("agent_id"), Iteration.number == bindparam("previous"))
     .order_by(Agent.created_at)
 )
-_FINISH = (
+# A failure is written by shared.iterations.fail_iteration, the rule of every path that fails one.
+_SUCCEED = (
     update(Iteration)
     .where(
         Iteration.id == bindparam("iteration_id"),
@@ -113,11 +115,9 @@ _FINISH = (
         Iteration.status == IterationStatus.RUNNING,
     )
     .values(
-        status=bindparam("b_status"),
+        status=IterationStatus.SUCCEEDED,
         completed_task=bindparam("b_completed_task"),
         summary=bindparam("b_summary"),
-        error=bindparam("b_error"),
-        error_kind=bindparam("b_error_kind"),
         base_sha=bindparam("b_base_sha"),
         commit_sha=bindparam("b_commit_sha"),
         files_changed=bindparam("b_files_changed"),
@@ -314,9 +314,7 @@ def others_hold_reservations(claim: Claim) -> bool:
 def release(claim: Claim) -> None:
     """Give back what a call that failed had reserved (its usage is unknown, so nothing is charged)."""
     with session_scope() as session:
-        budget.settle(
-            session, claim.project_id, claim.iteration_id, Decimal(0), claim.config.budget.warning_threshold
-        )
+        budget.release(session, claim.project_id, claim.iteration_id)
 
 
 def _add_totals(session: Session, claim: Claim, usage: Usage, cost: Decimal) -> None:
@@ -359,35 +357,51 @@ def finish(claim: Claim, outcome: Outcome) -> EventOut | None:
     event in the same transaction (one commit less between two iterations); publish the event
     after reporting. None when another attempt has taken the iteration over meanwhile.
     """
-    status = IterationStatus.FAILED if outcome.error else IterationStatus.SUCCEEDED
     with session_scope() as session:
-        result = session.execute(
-            _FINISH,
-            {
-                "iteration_id": claim.iteration_id,
-                "b_attempt": claim.attempt,
-                "b_status": status,
-                "b_completed_task": outcome.completed_task,
-                "b_summary": _text(outcome.summary),
-                "b_error": _text(outcome.error),
-                "b_error_kind": outcome.error_kind,
-                "b_base_sha": outcome.base_sha,
-                "b_commit_sha": outcome.commit_sha,
-                "b_files_changed": outcome.files_changed or [],
-                "b_finished_at": utcnow(),
-            },
-        )
-        if not result.rowcount:  # type: ignore[attr-defined]
+        if not (_fail(session, claim, outcome) if outcome.error else _succeed(session, claim, outcome)):
             return None
-        budget.settle(
-            session, claim.project_id, claim.iteration_id, Decimal(0), claim.config.budget.warning_threshold
-        )
         agent_status = AgentStatus.ERROR if outcome.error else AgentStatus.IDLE
         session.execute(_COUNT_ITERATION, {"agent_id": claim.agent_id, "b_status": agent_status})
         type_, data = _end_event(claim, outcome)
         return events.record(
             session, claim.project_id, type_, data, agent_id=claim.agent_id, iteration_id=claim.iteration_id
         )
+
+
+def _fail(session: Session, claim: Claim, outcome: Outcome) -> bool:
+    """The attempt erred: fail the iteration by the rule every path follows."""
+    return fail_iteration(
+        session,
+        claim.iteration_id,
+        _text(outcome.error) or "",
+        kind=outcome.error_kind,
+        attempt=claim.attempt,
+        recorded=_work(outcome),
+    )
+
+
+def _succeed(session: Session, claim: Claim, outcome: Outcome) -> bool:
+    """Record the iteration's success (if this attempt still runs it) and give back what it holds."""
+    params = {f"b_{column}": value for column, value in _work(outcome).items()}
+    result = session.execute(
+        _SUCCEED,
+        {"iteration_id": claim.iteration_id, "b_attempt": claim.attempt, "b_finished_at": utcnow(), **params},
+    )
+    if not result.rowcount:  # type: ignore[attr-defined]
+        return False
+    budget.release(session, claim.project_id, claim.iteration_id)
+    return True
+
+
+def _work(outcome: Outcome) -> dict[str, object]:
+    """What the attempt did, as the iteration's columns: recorded however it ended."""
+    return {
+        "completed_task": outcome.completed_task,
+        "summary": _text(outcome.summary),
+        "base_sha": outcome.base_sha,
+        "commit_sha": outcome.commit_sha,
+        "files_changed": outcome.files_changed or [],
+    }
 
 
 def _end_event(claim: Claim, outcome: Outcome) -> tuple[str, dict[str, Any]]:

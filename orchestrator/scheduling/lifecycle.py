@@ -19,6 +19,7 @@ from orchestrator.scheduling.transitions import end, pause
 from shared import budget, events
 from shared.errors import Conflict, InvalidInput
 from shared.events import EventBus
+from shared.iterations import fail_iteration
 from shared.models import (
     Agent,
     AgentStatus,
@@ -138,17 +139,13 @@ def stop_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Proj
         project = get_project_row(out.session, project_id, lock=True)
         _require(project, (ProjectStatus.CREATED, ProjectStatus.RUNNING, ProjectStatus.PAUSED), "stopped")
         end(out, project, ProjectStatus.STOPPED, "stopped by the user", {"reason": "stopped by the user"})
-        threshold = ProjectConfig.model_validate(project.config).budget.warning_threshold
-        for iteration in out.session.scalars(
-            select(Iteration).where(
+        for iteration_id in out.session.scalars(
+            select(Iteration.id).where(
                 Iteration.project_id == project_id, unfinished(), Iteration.status == IterationStatus.QUEUED
             )
         ).all():
-            iteration.status = IterationStatus.FAILED
-            iteration.error = "project stopped before it ran"
-            iteration.advanced = True
-            # It never runs, so no worker settles what was reserved for its first call.
-            budget.settle(out.session, project.id, iteration.id, Decimal(0), threshold)
+            # It never runs, so no worker gives back what was reserved for its first call.
+            fail_iteration(out.session, iteration_id, "project stopped before it ran", advanced=True)
         return ProjectOut.model_validate(project)
 
 
