@@ -106,7 +106,6 @@ async def set_prompt(request: Request, project_id: str, ctx: Ctx) -> ProjectOut:
     except UnicodeDecodeError as exc:
         msg = "the new PROMPT.md is not UTF-8 text"
         raise InvalidInput(msg) from exc
-    _refuse_nul("the new PROMPT.md", prompt)
     return lifecycle.set_prompt(project_id, prompt, ctx.dispatcher, ctx.bus)
 
 

@@ -15,6 +15,7 @@ from orchestrator.scheduling.breaker import Breaker, may_run, reset
 from orchestrator.scheduling.dispatch import Dispatcher
 from orchestrator.scheduling.lookup import get_project_row, waiting_for_children
 from orchestrator.scheduling.outbox import Outbox, transaction
+from orchestrator.scheduling.prompt import check_prompt
 from orchestrator.scheduling.transitions import end, pause
 from shared import budget, events
 from shared.errors import Conflict, InvalidInput
@@ -34,8 +35,6 @@ from shared.models import (
 )
 from shared.project_config import ProjectConfig
 from shared.schemas import ProjectOut
-
-MAX_PROMPT_CHARS = 256 * 1024
 
 
 def _require(project: Project, allowed: tuple[ProjectStatus, ...], verb: str) -> None:
@@ -151,12 +150,7 @@ def stop_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Proj
 
 def set_prompt(project_id: str, prompt: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
     """Replace PROMPT.md; the next iteration to start reads the new text."""
-    if not prompt.strip():
-        msg = "the new PROMPT.md is empty; write the agent's instructions in it"
-        raise InvalidInput(msg)
-    if len(prompt) > MAX_PROMPT_CHARS:
-        msg = f"the new PROMPT.md is longer than {MAX_PROMPT_CHARS // 1024} KiB; shorten it"
-        raise InvalidInput(msg)
+    check_prompt(prompt, "the new PROMPT.md")
     with transaction(dispatcher, bus) as out:
         project = get_project_row(out.session, project_id, lock=True)
         _require(

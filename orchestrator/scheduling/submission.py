@@ -10,6 +10,7 @@ from orchestrator.scheduling import workflows, workspace
 from orchestrator.scheduling.dispatch import Dispatcher
 from orchestrator.scheduling.lookup import get_project_row
 from orchestrator.scheduling.outbox import transaction
+from orchestrator.scheduling.prompt import PROMPT_FILE, read_prompt
 from shared import events
 from shared.categories import DEFAULT_CATEGORIES
 from shared.db import session_scope
@@ -21,10 +22,8 @@ from shared.schemas import ProjectOut
 from shared.scud import parse_scg, to_task_specs
 
 # Service files: read by the coordinator, not part of the agent's workspace.
-PROMPT_FILE = "PROMPT.md"
 SCUD_FILE = ".scud/tasks/tasks.scg"
 CONFIG_FILE = "raas.toml"
-MAX_PROMPT_BYTES = 256 * 1024
 
 
 def read_project_files(root: Path) -> tuple[str, ProjectConfig]:
@@ -33,20 +32,7 @@ def read_project_files(root: Path) -> tuple[str, ProjectConfig]:
     Raises:
         InvalidInput: PROMPT.md is missing, empty or too large, or raas.toml is invalid.
     """
-    prompt_path = root / PROMPT_FILE
-    if not prompt_path.is_file():
-        msg = "project has no PROMPT.md at its top level; write the agent's instructions there"
-        raise InvalidInput(msg)
-    if prompt_path.stat().st_size > MAX_PROMPT_BYTES:
-        msg = f"PROMPT.md is larger than {MAX_PROMPT_BYTES // 1024} KiB; shorten it"
-        raise InvalidInput(msg)
-    prompt = prompt_path.read_text(encoding="utf-8", errors="replace")
-    if "\x00" in prompt:
-        msg = "PROMPT.md contains a NUL byte; it must be plain text"
-        raise InvalidInput(msg)
-    if not prompt.strip():
-        msg = "PROMPT.md is empty; write the agent's instructions there"
-        raise InvalidInput(msg)
+    prompt = read_prompt(root)
     config_path = root / CONFIG_FILE
     text = config_path.read_text(encoding="utf-8") if config_path.is_file() else ""
     return prompt, with_scud_tasks(root, parse_project_config(text, source=CONFIG_FILE))
