@@ -84,3 +84,17 @@ class WorkspaceReport(BaseModel):
 class ErrorOut(BaseModel):
     error: str
     detail: str
+
+
+class AgentNode(BaseModel):
+    """One agent of a project's tree, as the views of the tree show it: the transcript
+    (:class:`orchestrator.transcripts.model.TranscriptAgent`) and ``raas graph``
+    (:class:`orchestrator.queries.graph.GraphAgent`) add what each shows beside."""
+
+    id: str
+    category: str
+    depth: int
+    status: AgentStatus
+    task: str | None = None
+    """The key of the agent's task, if it works one."""
+    iterations: int = 0

@@ -11,7 +11,8 @@ from orchestrator.scheduling.lookup import get_project_row
 from shared import events
 from shared.dag import TaskKind
 from shared.db import session_scope
-from shared.models import Agent, AgentStatus, Event, Task, TaskStatus
+from shared.models import Agent, Event, Task, TaskStatus
+from shared.schemas import AgentNode
 
 
 class TaskNode(BaseModel):
@@ -23,14 +24,10 @@ class TaskNode(BaseModel):
     depends_on: list[str]
 
 
-class AgentNode(BaseModel):
-    id: str
+class GraphAgent(AgentNode):
+    """An agent of the tree with what it has done so far (its parent is in the edges)."""
+
     type: str  # "root" or "sub"
-    category: str
-    status: AgentStatus
-    task: str | None
-    depth: int
-    iterations: int
     tokens: int
     cost_usd: Decimal
     last_output: str | None
@@ -44,7 +41,7 @@ class Edge(BaseModel):
 class ProjectGraph(BaseModel):
     project_id: str
     waves: list[list[TaskNode]]
-    agents: list[AgentNode]
+    agents: list[GraphAgent]
     edges: list[Edge]
 
 
@@ -73,7 +70,7 @@ def project_graph(project_id: str) -> ProjectGraph:
                 )
             )
         nodes = [
-            AgentNode(
+            GraphAgent(
                 id=a.id,
                 type="sub" if a.parent_id else "root",
                 category=a.category,

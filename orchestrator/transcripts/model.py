@@ -14,7 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from shared.errors import NotFound
-from shared.models import AgentStatus, ProjectStatus
+from shared.models import ProjectStatus
+from shared.schemas import AgentNode
 from shared.usage import Spelled, Usage
 
 
@@ -77,16 +78,12 @@ class ProjectInfo(_Strict):
     finished_at: UTCDatetime | None = None
 
 
-class AgentNode(_Strict):
+class TranscriptAgent(AgentNode):
     """One agent of the tree, listed parents first (depth-first, in creation order)."""
 
-    id: str
-    category: str
-    depth: int
+    model_config = ConfigDict(extra="forbid")
+
     parent: str | None = None
-    status: AgentStatus
-    task: str | None = None
-    iterations: int = 0
     failed_iterations: int = 0
 
 
@@ -138,7 +135,7 @@ METRIC_KEYS = [field.alias or name for name, field in Metrics.model_fields.items
 
 class Transcript(_Strict):
     project: ProjectInfo
-    agents: list[AgentNode]
+    agents: list[TranscriptAgent]
     messages: list[TranscriptMessage]
     subagents: list[Subagent]
     metrics: Metrics
@@ -188,7 +185,7 @@ class Transcript(_Strict):
         )
 
 
-def find_agent(transcript: Transcript, ref: str) -> AgentNode:
+def find_agent(transcript: Transcript, ref: str) -> TranscriptAgent:
     if ref == "root":
         matches = [a for a in transcript.agents if a.parent is None][:1]
     else:
@@ -203,7 +200,7 @@ def find_agent(transcript: Transcript, ref: str) -> AgentNode:
 
 
 def measure(
-    agents: list[AgentNode],
+    agents: list[TranscriptAgent],
     messages: list[TranscriptMessage],
     start: datetime | None,
     end: datetime | None,

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from datetime import datetime
 
 from orchestrator.transcripts.model import (
-    AgentNode,
     Block,
     RawBlock,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
     Transcript,
+    TranscriptAgent,
     TranscriptMessage,
 )
 from shared.errors import InvalidInput
@@ -25,7 +25,7 @@ from shared.errors import InvalidInput
 PREVIEW_CHARS = 600
 
 
-def agent_label(agent: AgentNode | None, agent_id: str) -> str:
+def agent_label(agent: TranscriptAgent | None, agent_id: str) -> str:
     return f"{agent.category if agent else 'agent'} {agent_id[:8]}"
 
 
@@ -117,7 +117,7 @@ def _indent(text: str) -> str:
 
 
 def format_message(
-    message: TranscriptMessage, agent: AgentNode | None, tool_names: dict[str, str], full: bool = False
+    message: TranscriptMessage, agent: TranscriptAgent | None, tool_names: dict[str, str], full: bool = False
 ) -> str:
     """One message as plain text: a title line, then its blocks indented.
 

@@ -13,7 +13,6 @@ from pydantic import ValidationError
 
 from orchestrator.transcripts.model import (
     METRIC_KEYS,
-    AgentNode,
     Block,
     Metrics,
     ProjectInfo,
@@ -23,6 +22,7 @@ from orchestrator.transcripts.model import (
     ToolResultBlock,
     ToolUseBlock,
     Transcript,
+    TranscriptAgent,
     TranscriptMessage,
     to_json,
 )
@@ -146,7 +146,7 @@ class _Parser:
         self.source = source
         self.project: ProjectInfo | None = None
         self.section = -1
-        self.agents: list[AgentNode] = []
+        self.agents: list[TranscriptAgent] = []
         self.messages: list[TranscriptMessage] = []
         self.subagents: list[Subagent] = []
         self.metrics: dict[str, Any] = {}
@@ -228,7 +228,7 @@ class _Parser:
         agent_id = unescape(cells[1])
         expect(all(a.id != agent_id for a in self.agents), f"agent {agent_id!r} is listed twice")
         self.agents.append(
-            AgentNode(
+            TranscriptAgent(
                 id=agent_id,
                 category=unescape(cells[2]),
                 depth=read_int(cells[3], "depth"),

@@ -13,7 +13,6 @@ from sqlalchemy import select
 
 from orchestrator.scheduling.lookup import get_project_row
 from orchestrator.transcripts.model import (
-    AgentNode,
     Block,
     ProjectInfo,
     RawBlock,
@@ -22,6 +21,7 @@ from orchestrator.transcripts.model import (
     ToolResultBlock,
     ToolUseBlock,
     Transcript,
+    TranscriptAgent,
     TranscriptMessage,
     measure,
 )
@@ -100,17 +100,17 @@ def load_transcript(project_id: str, agent: str | None = None) -> Transcript:
     return transcript.for_agent(agent) if agent else transcript
 
 
-def _tree(rows: Any, tasks: dict[str, str], ran: dict[str, list[IterationStatus]]) -> list[AgentNode]:
+def _tree(rows: Any, tasks: dict[str, str], ran: dict[str, list[IterationStatus]]) -> list[TranscriptAgent]:
     children: dict[str | None, list[Agent]] = defaultdict(list)
     for row in rows:
         children[row.parent_id].append(row)
-    ordered: list[AgentNode] = []
+    ordered: list[TranscriptAgent] = []
     stack = list(reversed(children[None]))
     while stack:
         row = stack.pop()
         statuses = ran.get(row.id, [])
         ordered.append(
-            AgentNode(
+            TranscriptAgent(
                 id=row.id,
                 category=row.category,
                 depth=row.depth,

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from orchestrator.transcripts import scg
 from orchestrator.transcripts.files import read_transcript
 from orchestrator.transcripts.model import (
-    AgentNode,
     Metrics,
     ProjectInfo,
     RawBlock,
@@ -26,6 +25,7 @@ from orchestrator.transcripts.model import (
     ToolResultBlock,
     ToolUseBlock,
     Transcript,
+    TranscriptAgent,
     TranscriptMessage,
 )
 from orchestrator.transcripts.render import replay, to_markdown
@@ -89,7 +89,7 @@ def transcripts(draw: st.DrawFn) -> Transcript:
     model = draw(st.none() | texts)
     ids = draw(st.lists(texts, min_size=1, max_size=4, unique=True))
     agents = [
-        AgentNode(
+        TranscriptAgent(
             id=agent_id,
             category=draw(texts),
             depth=draw(st.integers(0, 3)),
@@ -187,8 +187,12 @@ def _sample() -> Transcript:
             id="p1", name="hello world", status=ProjectStatus.COMPLETED, model="m", created_at=T0
         ),
         agents=[
-            AgentNode(id="root1", category="builder", depth=0, status=AgentStatus.COMPLETED, iterations=1),
-            AgentNode(id="sub1", category="searcher", depth=1, parent="root1", status=AgentStatus.COMPLETED),
+            TranscriptAgent(
+                id="root1", category="builder", depth=0, status=AgentStatus.COMPLETED, iterations=1
+            ),
+            TranscriptAgent(
+                id="sub1", category="searcher", depth=1, parent="root1", status=AgentStatus.COMPLETED
+            ),
         ],
         messages=[
             TranscriptMessage(
