@@ -6,7 +6,9 @@ and a worker moves commits to and from it as bundles over HTTP.
 
 from __future__ import annotations
 
+import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from shared.errors import RaasError
@@ -63,6 +65,23 @@ def git(
     return proc.stdout.decode(errors="replace").strip()
 
 
+def ignore_by_default(workdir: Path, gitdir: Path, patterns: Sequence[str]) -> None:
+    """Keep files matching ``patterns`` out of the next commits, unless ``workdir`` has a
+    .gitignore of its own: then that one alone decides.
+
+    The patterns go to ``gitdir/info/exclude``, git's ignore file of one repository, which is
+    never committed: the user's repository does not gain a .gitignore it did not have, and a
+    worker's ``gitdir`` is outside what the sandbox can write. (``-c core.excludesFile`` would
+    need a file all the same and would also drop the host user's own excludes.)
+    """
+    # lexists: a .gitignore that is a link still counts as the project's own (git will not
+    # follow it out of the work tree, and the defaults must not override the project's choice).
+    own = os.path.lexists(workdir / ".gitignore")
+    exclude = gitdir / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    exclude.write_text("" if own else "".join(f"{pattern}\n" for pattern in patterns), encoding="utf-8")
+
+
 def commit_all(
     workdir: Path,
     message: str,
@@ -72,7 +91,11 @@ def commit_all(
     allow_empty: bool = False,
     gitdir: Path | None = None,
 ) -> bool:
-    """Commit every change in ``workdir``; False when there was nothing to commit."""
+    """Commit every change in ``workdir``; False when there was nothing to commit.
+
+    Files git ignores (``.gitignore``, ``info/exclude``; see :func:`ignore_by_default`) are not
+    added.
+    """
     git(workdir, "add", "-A", gitdir=gitdir)
     if not allow_empty and not git(workdir, "status", "--porcelain", gitdir=gitdir):
         return False

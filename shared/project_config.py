@@ -20,6 +20,8 @@ from shared.errors import InvalidInput
 from shared.pricing import ModelPrice, find_price
 
 _SIZE = re.compile(r"^\d+(\.\d+)?[bkmg]?$", re.IGNORECASE)
+# Build litter an agent leaves behind (a venv, bytecode, installed packages, test caches).
+DEFAULT_IGNORE = ("__pycache__/", "*.pyc", ".venv/", "node_modules/", ".pytest_cache/")
 
 
 class _Strict(BaseModel):
@@ -146,6 +148,11 @@ class ProjectConfig(_Strict):
     denylist: list[str] = Field(
         default_factory=list, description="Regexes of bash commands refused (a second line of defence)."
     )
+    default_ignore: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_IGNORE),
+        description="Gitignore patterns kept out of the agents' commits while the workspace has no "
+        ".gitignore of its own (once it has one, that one alone decides); [] commits everything.",
+    )
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
@@ -153,6 +160,15 @@ class ProjectConfig(_Strict):
     pricing: dict[str, ModelPrice] = Field(
         default_factory=dict, description="Price overrides per model, USD per million tokens."
     )
+
+    @field_validator("default_ignore")
+    @classmethod
+    def _one_pattern_each(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            if "\n" in pattern or "\r" in pattern:
+                msg = f"{pattern!r} is not one gitignore pattern: give each line as its own string"
+                raise ValueError(msg)
+        return patterns
 
     @model_validator(mode="after")
     def _consistent(self) -> ProjectConfig:

@@ -21,7 +21,7 @@ from docker.errors import APIError, DockerException
 from shared import events
 from shared.errors import InvalidInput, SandboxStartError
 from shared.events import EventBus
-from shared.git import commit_all
+from shared.git import commit_all, ignore_by_default
 from shared.models import ErrorKind
 from shared.scud import write_back
 from shared.settings import Settings
@@ -234,6 +234,7 @@ class IterationRunner:
             if outcome.completed_task and finishes_task(claim):
                 record_scud_status(claim, lease.workdir)
             # Work done before a failure is kept: the next iteration starts from it.
+            ignore_by_default(lease.workdir, lease.gitdir, claim.config.default_ignore)
             commit_all(
                 lease.workdir,
                 f"Iteration {claim.number}: {claim.task_title}",

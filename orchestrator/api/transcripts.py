@@ -14,7 +14,6 @@ from orchestrator.queries import projects
 from orchestrator.scheduling import workspace
 from orchestrator.transcripts.model import Transcript
 from orchestrator.transcripts.store import load_transcript
-from shared.git import git
 
 router = authed_router()
 
@@ -31,13 +30,15 @@ def project_transcript(project_id: str, agent: str | None = None) -> Transcript:
     responses={200: {"description": "The files of main, as a tar", "content": {"application/x-tar": {}}}},
 )
 def final_workspace(project_id: str, ctx: Ctx) -> FileResponse:
-    """The files of the workspace's ``main`` branch as a tar (``git archive``)."""
+    """The files of the workspace's ``main`` branch as a tar (``git archive``).
+
+    Links are in it as the commit holds them; `raas pull` leaves out those that lead outside.
+    """
     projects.get_project(project_id)  # a 404 before any work
     tmp = Path(tempfile.mkdtemp(prefix="raas-tar-"))
     archive = tmp / "workspace.tar"
     try:
-        repo = workspace.repo_path(ctx.workspaces_dir, project_id)
-        git(repo, "archive", "--format=tar", "-o", str(archive), "main")
+        workspace.write_archive(ctx.workspaces_dir, project_id, archive)
     except Exception:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -17,6 +17,7 @@ import typer
 from orchestrator.cli import INSPECT, PROJECTS, JsonFlag, api, app, print_json
 from orchestrator.transcripts.files import read_transcript
 from orchestrator.transcripts.model import Transcript, TranscriptMessage, to_json
+from shared.archive import LeftOut, unpack
 from shared.errors import InvalidInput, RaasError
 
 AgentOption = Annotated[
@@ -179,7 +180,8 @@ def pull(
     """Copy a project's final workspace (its main branch) into a new or empty directory.
 
     The files are unpacked next to the directory and moved into place at the end, so a pull that
-    fails leaves nothing behind.
+    fails leaves nothing behind. Links that would lead outside the directory (a venv's
+    bin/python3 -> /usr/bin/python3) are left out and named in one warning line.
     """
     target = _pull_target(directory)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.raas-pull-") as tmp:
@@ -187,12 +189,10 @@ def pull(
         api().download_workspace(project_id, archive)
         try:
             with tarfile.open(archive) as tar:
-                files = sum(1 for member in tar.getmembers() if member.isfile())
-                tar.extractall(staging, filter="data")
-        except (tarfile.TarError, OSError) as exc:
+                report = unpack(tar, staging)
+        except (tarfile.TarError, OSError, EOFError) as exc:
             msg = f"the workspace of {project_id} could not be unpacked ({exc}); nothing was written"
             raise RaasError(msg) from exc
-        staging.mkdir(exist_ok=True)  # an empty workspace has no entries to create it
         emptied = False
         try:
             if target.exists():
@@ -204,7 +204,25 @@ def pull(
                 target.mkdir(exist_ok=True)
             msg = f"could not move the files into {directory} ({exc.strerror}); nothing was written"
             raise InvalidInput(msg) from exc
+    if report.left_out:
+        sys.stderr.write(_left_out_warning(report.left_out) + "\n")
     if as_json:
-        print_json({"project_id": project_id, "directory": str(target), "files": files})
+        left_out = [
+            {"name": entry.name, "target": entry.target, "reason": entry.reason.value}
+            for entry in report.left_out
+        ]
+        print_json(
+            {"project_id": project_id, "directory": str(target), "files": report.files, "left_out": left_out}
+        )
     else:
-        sys.stdout.write(f"{files} files of {project_id} in {target}\n")
+        sys.stdout.write(f"{report.files} files of {project_id} in {target}\n")
+
+
+def _left_out_warning(left_out: tuple[LeftOut, ...], shown: int = 10) -> str:
+    """One line naming what a pull did not write (the first ``shown``; --json lists them all)."""
+    names = ", ".join(str(entry) for entry in left_out[:shown])
+    more = f" and {len(left_out) - shown} more" if len(left_out) > shown else ""
+    return (
+        f"warning: {len(left_out)} entries not written, as links are never made to lead outside "
+        f"the directory: {names}{more}"
+    )

@@ -13,6 +13,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from shared.archive import Reason, UnpackReport, UnsafeMember, unpack
 from shared.errors import Conflict, InvalidInput
 from shared.git import RESULT_REF, GitError, changed_files, commit_all, git
 
@@ -25,18 +26,12 @@ def repo_path(workspaces_dir: Path, project_id: str) -> Path:
     return workspaces_dir / f"{project_id}.git"
 
 
-def _check_member(member: tarfile.TarInfo) -> None:
-    name = member.name
-    if name.startswith("/") or ".." in Path(name).parts:
-        msg = f"upload: {name!r} points outside the project directory; upload a plain directory"
-        raise InvalidInput(msg)
-    if not (member.isfile() or member.isdir()):
-        msg = f"upload: {name!r} is a link or special file; only regular files and directories are allowed"
-        raise InvalidInput(msg)
-
-
 def unpack_upload(archive: Path, dest: Path) -> None:
     """Extract a gzipped tar of a project directory, refusing anything that could escape.
+
+    Stricter than a pull (:func:`shared.archive.unpack` in strict mode, without links): the
+    user can fix their directory, so a link or special file refuses the upload instead of being
+    left out.
 
     Raises:
         InvalidInput: the archive is not a tar.gz, is too large, or holds links or escaping paths.
@@ -50,9 +45,15 @@ def unpack_upload(archive: Path, dest: Path) -> None:
             if sum(m.size for m in members) > MAX_UPLOAD_BYTES:
                 msg = f"upload: larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB unpacked"
                 raise InvalidInput(msg)
-            for member in members:
-                _check_member(member)
-            tar.extractall(dest, filter="data")
+            unpack(tar, dest, links=False, strict=True)
+    except UnsafeMember as exc:
+        name, reason = exc.entry.name, exc.entry.reason
+        if reason is Reason.OUTSIDE:
+            msg = f"upload: {name!r} points outside the project directory; upload a plain directory"
+        else:
+            what = reason.description if reason is Reason.BEYOND_LINK else "is a link or special file"
+            msg = f"upload: {name!r} {what}; only regular files and directories are allowed"
+        raise InvalidInput(msg) from exc
     except (tarfile.TarError, EOFError, OSError) as exc:
         msg = f"upload: not a readable .tar.gz archive ({exc})"
         raise InvalidInput(msg) from exc
@@ -113,14 +114,22 @@ def accept_bundle(
     return new_sha, changed_files(bare, base_sha, new_sha)
 
 
-def export_tree(workspaces_dir: Path, project_id: str, dest: Path, rev: str = "main") -> None:
+def write_archive(workspaces_dir: Path, project_id: str, dest: Path, rev: str = "main") -> None:
+    """The files of ``rev`` of the workspace as a tar (``git archive``), links and all.
+
+    The archive says what the commit holds; whoever unpacks it on a host does so through
+    :func:`shared.archive.unpack`, which leaves out the links that lead outside.
+    """
+    git(repo_path(workspaces_dir, project_id), "archive", "--format=tar", "-o", str(dest), rev)
+
+
+def export_tree(workspaces_dir: Path, project_id: str, dest: Path, rev: str = "main") -> UnpackReport:
     """Check out ``rev`` of the workspace into ``dest`` (which must not exist or be empty)."""
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(tmp) / "tree.tar"
-        git(repo_path(workspaces_dir, project_id), "archive", "-o", str(archive), rev)
-        dest.mkdir(parents=True, exist_ok=True)
+        write_archive(workspaces_dir, project_id, archive, rev)
         with tarfile.open(archive) as tar:
-            tar.extractall(dest, filter="data")
+            return unpack(tar, dest)
 
 
 def diff(workspaces_dir: Path, project_id: str, base: str, new: str) -> str:

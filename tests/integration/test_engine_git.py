@@ -51,3 +51,66 @@ def test_an_iteration_that_changes_nothing_makes_no_commit(services: dict[str, s
         assert (row.base_sha, row.commit_sha, row.files_changed) == (initial, initial, [])
         assert workspace_git(eng, project_id, "rev-parse", "main") == initial
         assert workspace_git(eng, project_id, "rev-list", "--count", "main") == "1"
+
+
+LITTER = " && ".join(
+    [
+        "python3 -m venv --without-pip .venv",
+        "mkdir -p pkg/__pycache__ node_modules/left .pytest_cache",
+        "echo 'x = 1' > pkg/m.py",
+        "echo c > pkg/__pycache__/m.cpython-311.pyc",
+        "echo c > stray.pyc",
+        "echo j > node_modules/left/index.js",
+        "echo p > .pytest_cache/README.md",
+        "echo l > run.log",
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("files", "raas_toml", "committed"),
+    [
+        pytest.param({}, "", ["pkg/m.py", "run.log"], id="no-gitignore-defaults-apply"),
+        pytest.param(
+            {".gitignore": "*.log\n.venv/\n"},
+            "",
+            [
+                ".gitignore",
+                ".pytest_cache/README.md",
+                "node_modules/left/index.js",
+                "pkg/__pycache__/m.cpython-311.pyc",
+                "pkg/m.py",
+                "stray.pyc",
+            ],
+            id="the-projects-own-gitignore-decides-alone",
+        ),
+        pytest.param(
+            {},
+            'default_ignore = ["*.log", ".venv/"]',
+            [
+                ".pytest_cache/README.md",
+                "node_modules/left/index.js",
+                "pkg/__pycache__/m.cpython-311.pyc",
+                "pkg/m.py",
+                "stray.pyc",
+            ],
+            id="raas-toml-sets-the-defaults",
+        ),
+    ],
+)
+def test_build_litter_stays_out_of_an_agents_commit(
+    services: dict[str, str], tmp_path: Path, files: dict[str, str], raas_toml: str, committed: list[str]
+) -> None:
+    # Given an agent that leaves a venv, bytecode, node_modules and a test cache behind
+    script = {"responses": [tool("bash", {"command": LITTER}), text("Built and tested.")]}
+    with engine(script, tmp_path) as eng:
+        project_id = eng.submit(raas_toml=raas_toml, files=files)
+        # When its iteration is committed
+        eng.run_next(project_id)
+
+        # Then the commit holds what the ignore rules let through, and no .gitignore was added
+        row = iterations(project_id)[0]
+        assert row.error is None
+        tree = workspace_git(eng, project_id, "ls-tree", "-r", "--name-only", "main").splitlines()
+        assert tree == committed
+        assert sorted(row.files_changed) == [name for name in committed if name not in files]

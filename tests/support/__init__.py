@@ -1,4 +1,5 @@
 """What tests share: the in-process engine (``engine``), the stack of real ``raas`` processes
-(``stack``), reading what iterations left behind (``records``), sandbox labels (``sandboxes``) and
-the fault-test rig (``faults``). Fixtures stay in the conftest files; these are plain modules.
+(``stack``), reading what iterations left behind (``records``), sandbox labels (``sandboxes``),
+the links in an unpacked directory (``trees``) and the fault-test rig (``faults``). Fixtures stay
+in the conftest files; these are plain modules.
 """

@@ -24,6 +24,7 @@ def test_empty_file_gives_the_defaults() -> None:
         ("[budget]\nlimit_usd = -1", ["budget.limit_usd", "greater than or equal to 0"]),
         ('model = "gpt-9"', ["model 'gpt-9' has no price", "[pricing.'gpt-9']"]),
         ("name = ", ["raas.toml: not valid TOML"]),
+        ('default_ignore = ["*.log\\n*.tmp"]', ["raas.toml: default_ignore", "not one gitignore pattern"]),
     ],
 )
 def test_bad_raas_toml_names_the_key_and_the_expected_type(text: str, fragments: list[str]) -> None:
