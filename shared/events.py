@@ -45,6 +45,9 @@ CIRCUIT_BREAKER_TRIGGERED = "circuit_breaker_triggered"
 SUBAGENT_SPAWNED = "subagent_spawned"
 TASK_VALIDATED = "task_validated"
 RATE_LIMIT_WAIT = "rate_limit_wait"
+# No live worker consumes the iterations queue while the project's iterations wait; and the end of it.
+NO_WORKERS = "no_workers"
+WORKERS_BACK = "workers_back"
 
 #: A follower stops after one of these.
 TERMINAL_EVENTS = frozenset({PROJECT_COMPLETED, PROJECT_FAILED, PROJECT_STOPPED})

@@ -146,6 +146,15 @@ class ApiToken(Base):
 
 class Project(Base):
     __tablename__ = "projects"
+    # The reconcile loop reads the marked projects every pass: the index holds only those.
+    __table_args__ = (
+        Index(
+            "ix_projects_waiting_for_worker",
+            "id",
+            postgresql_where=text("waiting_for_worker_since IS NOT NULL"),
+            sqlite_where=text("waiting_for_worker_since IS NOT NULL"),
+        ),
+    )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     # None: created with the cluster token (operators, embedded runs).
@@ -164,6 +173,8 @@ class Project(Base):
     budget_warned: Mapped[bool] = mapped_column(default=False)
     # The circuit breaker's state (orchestrator.scheduling.breaker.Breaker as JSON); None means closed.
     breaker: Mapped[dict[str, Any] | None]
+    # Set while its iterations wait and no live worker consumes their queue (scheduling.worker_watch).
+    waiting_for_worker_since: Mapped[datetime | None] = _ts()
     created_at: Mapped[datetime] = _ts(nullable=False)
     started_at: Mapped[datetime | None] = _ts()
     finished_at: Mapped[datetime | None] = _ts()

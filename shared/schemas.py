@@ -64,6 +64,8 @@ class ProjectOut(_FromRow):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    # Set while its iterations wait and no live worker consumes their queue (a no_workers event).
+    waiting_for_worker_since: datetime | None = None
 
 
 class ProjectDetail(ProjectOut):

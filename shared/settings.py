@@ -68,6 +68,12 @@ class Settings(BaseSettings):
         default=300.0, description="A queued iteration not started after this is sent to the broker again."
     )
     reconcile_interval_s: float = Field(default=10.0, description="How often the reconcile loop runs.")
+    no_workers_after_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="Iterations waiting this long with no live worker on the iterations queue are "
+        "reported: a no_workers event, a line in `raas status`, the raas_projects_waiting_for_worker gauge.",
+    )
     rate_requests_per_minute: int | None = Field(
         default=None, description="The API key's request limit, enforced across all workers."
     )

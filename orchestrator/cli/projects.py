@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +14,7 @@ import typer
 
 from orchestrator.cli import INSPECT, PROJECTS, JsonFlag, api, app, out, print_json
 from shared.errors import InvalidInput, ServiceUnavailable
-from shared.events import TERMINAL_EVENTS
+from shared.events import NO_WORKERS, TERMINAL_EVENTS, WORKERS_BACK
 from shared.schemas import EventOut
 
 EXIT_FOR_STATUS = {"completed": 0, "failed": 1, "stopped": 1, "paused": 2}
@@ -58,6 +59,8 @@ def status(project_id: str, as_json: JsonFlag = False) -> None:
         f"cost: ${float(project['spent_usd']):.4f} of ${float(project['budget_limit_usd']):.2f}   "
         f"tokens: {project['input_tokens']} in / {project['output_tokens']} out"
     )
+    if project.get("waiting_for_worker_since"):
+        out.print(waiting_for_worker(project["waiting_for_worker_since"]), highlight=False, markup=False)
     for it in project["iterations"]:
         mark = "done" if it["completed_task"] else (it["error"] or it["status"])
         out.print(f"  iteration {it['number']:>3}  {it['status']:<9}  ${float(it['cost_usd']):.4f}  {mark}")
@@ -210,9 +213,22 @@ def diff(
     sys.stdout.write(api().diff(project_id, iteration))
 
 
+def waiting_for_worker(since: str) -> str:
+    """The line that says a project's iterations have no worker (``since``: an ISO time)."""
+    moment = datetime.fromisoformat(since)
+    return (
+        f"waiting for a worker since {moment:%Y-%m-%d %H:%M:%S %Z}: no live worker consumes the "
+        "iterations queue (start one: raas worker)"
+    )
+
+
 def format_event(event: EventOut) -> str:
     data = event.data
-    if event.type == "agent_output_chunk":
+    if event.type == NO_WORKERS:
+        body = waiting_for_worker(str(data.get("since")))
+    elif event.type == WORKERS_BACK:
+        body = f"a worker is back after {data.get('waited_s')}s: {', '.join(data.get('workers') or [])}"
+    elif event.type == "agent_output_chunk":
         body = data.get("text", "")
     elif event.type in ("agent_tool_call", "tool_executed"):
         shown = data.get("input") if "input" in data else data.get("output")

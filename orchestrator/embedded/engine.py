@@ -164,6 +164,7 @@ class EmbeddedEngine:
         self.settings = self.settings.model_copy(update={"coordinator_url": self._serve_api()})
         for index in range(self.workers):
             self._spawn(self._work, f"embedded-worker-{index}")
+        # No consumer probe, so no worker watch: the worker threads are here whenever the engine is.
         reconciler = Reconciler(self.settings, self.dispatcher, self.bus)
         self._spawn(lambda: reconciler.loop(self._stop_reconciling), "embedded-reconcile")
 

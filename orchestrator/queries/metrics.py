@@ -125,6 +125,14 @@ def _database_metrics(session: Session) -> Iterator[Metric]:
     for status, count in _counts(session, Project.status, ProjectStatus):
         projects.add_metric([status], count)
     yield projects
+    waiting = session.scalar(
+        select(func.count(Project.id)).where(Project.waiting_for_worker_since.is_not(None))
+    )
+    yield GaugeMetricFamily(
+        "raas_projects_waiting_for_worker",
+        "Projects whose iterations wait with no live worker on the iterations queue (alert on > 0).",
+        value=waiting or 0,
+    )
 
     iterations = GaugeMetricFamily("raas_iterations", "Iterations by status.", labels=["status"])
     for status, count in _counts(session, Iteration.status, IterationStatus):

@@ -5,8 +5,9 @@ A project is created and started (``projects``), its workflow expands it into ta
 (``admission``), are sent to workers after their transaction commits (``outbox``, ``dispatch``),
 and when one reports back the project advances (``advance``): the next iteration, a task moving
 on, or the end (``transitions``). Pausing, resuming and stopping are ``lifecycle``; the circuit
-breaker is ``breaker``; ``reconcile`` re-sends the work of dead workers; ``workspace`` holds the
-bare git repositories the coordinator owns; ``lookup`` finds the rows all of them act on.
+breaker is ``breaker``; ``reconcile`` re-sends the work of dead workers and ``worker_watch``
+says when no worker is left to take it; ``workspace`` holds the bare git repositories the
+coordinator owns; ``lookup`` finds the rows all of them act on.
 
 May import: ``shared`` only. Never ``workers``, and nothing above it in ``orchestrator``
 (queries, transcripts, the edges).

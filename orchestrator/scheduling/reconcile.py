@@ -4,6 +4,8 @@ It re-enqueues iterations whose worker died (stale heartbeat) and fails those pa
 attempt limit, resends queued iterations whose message was lost (a broker restart), advances
 iterations whose report was lost, and terminates iterations of stopped projects that did not
 end by themselves. A restarted coordinator runs it at once, so it picks up every project.
+Given a probe of the broker's consumers, it also tells projects when no worker is there to run
+what waits (:mod:`orchestrator.scheduling.worker_watch`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from orchestrator.scheduling import advance, lifecycle
 from orchestrator.scheduling.admission import pump
 from orchestrator.scheduling.dispatch import Dispatcher
 from orchestrator.scheduling.outbox import transaction
+from orchestrator.scheduling.worker_watch import ConsumerProbe, WorkerWatch
 from shared.events import EventBus
 from shared.iterations import fail_iteration
 from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, unfinished, utcnow
@@ -40,6 +43,8 @@ class ReconcileReport:
     terminated: list[str] = field(default_factory=list)
     trials: list[str] = field(default_factory=list)
     pumped: list[str] = field(default_factory=list)  # projects whose waiting iterations were sent
+    no_workers: list[str] = field(default_factory=list)  # projects told that no worker is there
+    workers_back: list[str] = field(default_factory=list)  # projects told that one is back
 
 
 def _not_resent_since(iteration: Iteration, cutoff: datetime) -> bool:
@@ -65,11 +70,14 @@ class Reconciler:
         dispatcher: Dispatcher,
         bus: EventBus,
         terminate: Callable[[str], None] | None = None,
+        consumers: ConsumerProbe | None = None,
     ) -> None:
         self.settings = settings
         self.dispatcher = dispatcher
         self.bus = bus
         self.terminate = terminate
+        # No probe (the embedded engine, tests of the other steps): no worker watch.
+        self.watch = WorkerWatch(settings, dispatcher, bus, consumers) if consumers is not None else None
 
     def run_once(self, now: datetime | None = None) -> ReconcileReport:
         now = now or utcnow()
@@ -82,6 +90,9 @@ class Reconciler:
         for project_id, iteration_id in self._unadvanced(now):
             advance.advance(project_id, iteration_id, self.dispatcher, self.bus)
             report.advanced.append(iteration_id)
+        if self.watch is not None:  # last: its probe waits up to a second for the workers' replies
+            watched = self.watch.check(now)
+            report.no_workers, report.workers_back = watched.marked, watched.cleared
         return report
 
     def _revive_or_fail(self, now: datetime, report: ReconcileReport) -> None:
@@ -197,6 +208,8 @@ class Reconciler:
                         report.terminated,
                         report.trials,
                         report.pumped,
+                        report.no_workers,
+                        report.workers_back,
                     )
                 ):
                     log.info("reconcile: %s", report)

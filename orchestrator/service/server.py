@@ -11,6 +11,7 @@ import uvicorn
 from orchestrator.api import create_app
 from orchestrator.scheduling.dispatch import CeleryDispatcher
 from orchestrator.scheduling.reconcile import Reconciler
+from orchestrator.scheduling.worker_watch import CeleryConsumers
 from shared.celery_app import COORDINATOR_QUEUE, app
 from shared.errors import InvalidInput
 from shared.events import RedisBus
@@ -44,7 +45,7 @@ def run_coordinator(host: str, port: int, concurrency: int = 4) -> None:
     thread = threading.Thread(target=server.run, name="api", daemon=True)
     thread.start()
     stop_reconciling = threading.Event()
-    reconciler = Reconciler(settings, dispatcher, bus, terminate=_terminate)
+    reconciler = Reconciler(settings, dispatcher, bus, terminate=_terminate, consumers=CeleryConsumers(app))
     threading.Thread(target=reconciler.loop, args=(stop_reconciling,), name="reconcile", daemon=True).start()
     import orchestrator.service.tasks  # noqa: F401  (registers the coordinator's tasks)
 

@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from shared.models import Iteration, IterationStatus, Project, ProjectStatus
+from shared.models import Event, Iteration, IterationStatus, Project, ProjectStatus
 from shared.project_config import ProjectConfig, parse_project_config
 from tests.support.stack import ROOT_DIR
 from workers.scripted_model.script import Script
@@ -221,6 +221,32 @@ def test_ctrl_c_stops_the_project_cleanly_and_exits_130(model: ScriptedModelServ
     project, iterations = _project(data_dir)
     assert project.status == ProjectStatus.STOPPED
     assert all(it.status in (IterationStatus.SUCCEEDED, IterationStatus.FAILED) for it in iterations)
+
+
+@pytest.mark.parametrize("model", [SLOW_BASH], indirect=True)
+def test_an_embedded_run_never_says_it_waits_for_a_worker(model: ScriptedModelServer, tmp_path: Path) -> None:
+    # Given a run told to report a missing worker at once, reconciling ten times a second
+    project_dir = _hello_copy(tmp_path, "max_iterations = 3\nmax_turns = 2\n")
+    data_dir = tmp_path / "data"
+    env = _env(data_dir, model, **NO_DOCKER, RAAS_NO_WORKERS_AFTER_S="0", RAAS_RECONCILE_INTERVAL_S="0.1")
+
+    # When it runs to its end
+    result = raas("run", str(project_dir), env=env)
+
+    # Then its in-process worker counts as one: nothing says it waits for a worker
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "max_iterations (3) reached" in result.stdout
+    assert "no_workers" not in result.stdout
+    project, _ = _project(data_dir)
+    engine = create_engine(f"sqlite:///{data_dir / 'raas.db'}")
+    try:
+        with Session(engine) as session:
+            types = set(session.scalars(select(Event.type).where(Event.project_id == project.id)))
+    finally:
+        engine.dispose()
+    assert "iteration_started" in types
+    assert "no_workers" not in types
+    assert project.waiting_for_worker_since is None
 
 
 def test_init_scaffolds_a_project_that_run_accepts(hello_model: ScriptedModelServer, tmp_path: Path) -> None:

@@ -67,8 +67,14 @@ def make_rig(
     rigs: list[Rig] = []
 
     def make(
-        script: dict[str, Any], *, database_url: str, workers: int = 2, env: dict[str, str] | None = None
+        script: dict[str, Any],
+        *,
+        database_url: str,
+        workers: int = 2,
+        concurrency: int | None = 1,
+        env: dict[str, str] | None = None,
     ) -> Rig:
+        """``concurrency``: iterations per worker; None starts ``raas worker`` with its default."""
         script_path = work_dir / "script.json"
         script_path.write_text(json.dumps(script))
         stack = Stack(
@@ -85,7 +91,7 @@ def make_rig(
         )
         rig = Rig(stack, database_url, script, work_dir)
         rigs.append(rig)
-        stack.start(workers=workers, concurrency=1)
+        stack.start(workers=workers, concurrency=concurrency)
         return rig
 
     yield make

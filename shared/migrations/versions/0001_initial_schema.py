@@ -52,6 +52,7 @@ def upgrade() -> None:
     sa.Column('reserved_usd', sa.Numeric(precision=14, scale=6), nullable=False),
     sa.Column('budget_warned', sa.Boolean(), nullable=False),
     sa.Column('breaker', sa.JSON(), nullable=True),
+    sa.Column('waiting_for_worker_since', sa.DateTime(timezone=True), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('started_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
@@ -60,6 +61,7 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('projects', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_projects_tenant_id'), ['tenant_id'], unique=False)
+        batch_op.create_index('ix_projects_waiting_for_worker', ['id'], unique=False, postgresql_where=sa.text('waiting_for_worker_since IS NOT NULL'), sqlite_where=sa.text('waiting_for_worker_since IS NOT NULL'))
 
     op.create_table('budget_ledger',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
@@ -228,6 +230,7 @@ def downgrade() -> None:
 
     op.drop_table('budget_ledger')
     with op.batch_alter_table('projects', schema=None) as batch_op:
+        batch_op.drop_index('ix_projects_waiting_for_worker', postgresql_where=sa.text('waiting_for_worker_since IS NOT NULL'), sqlite_where=sa.text('waiting_for_worker_since IS NOT NULL'))
         batch_op.drop_index(batch_op.f('ix_projects_tenant_id'))
 
     op.drop_table('projects')
