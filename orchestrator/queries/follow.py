@@ -20,13 +20,14 @@ from shared.schemas import EventOut
 
 log = logging.getLogger(__name__)
 POLL_INTERVAL_S = 1.0
+PAGE = 1000  # events read from the database at a time
 
 
 def _from_db(project_id: str, after_seq: int) -> list[EventOut]:
     """The next events, or none while the database is unreachable (a restart): keep following."""
     try:
         with session_scope() as session:
-            return events.history(session, project_id, after_seq)
+            return events.history(session, project_id, after_seq, limit=PAGE)
     except (OperationalError, InterfaceError):
         log.warning("database unreachable while following %s; retrying", project_id)
         time.sleep(POLL_INTERVAL_S)
@@ -66,9 +67,18 @@ class _Live:
 
 
 def follow(
-    redis_url: str, project_id: str, after_seq: int = 0, *, idle_timeout_s: float | None = None
+    redis_url: str,
+    project_id: str,
+    after_seq: int = 0,
+    *,
+    idle_timeout_s: float | None = None,
+    poll_interval_s: float = POLL_INTERVAL_S,
 ) -> Iterator[EventOut]:
     """Every event of ``project_id`` after ``after_seq``, in order with no gap, live.
+
+    The history is read once; after it, events come from pub/sub, and the database is read again
+    only when a live message shows a gap (or repeats one) or ``poll_interval_s`` passes without
+    one: a message pub/sub dropped is found within one interval.
 
     Stops after a terminal event, or after ``idle_timeout_s`` with nothing new.
     """
@@ -78,12 +88,8 @@ def follow(
     last = after_seq
     idle_since = time.monotonic()
     try:
+        batch = _from_db(project_id, last)
         while True:
-            batch = _from_db(project_id, last)
-            if not batch:
-                message = live.wait(POLL_INTERVAL_S)
-                if message is not None:
-                    batch = [message] if message.seq == last + 1 else _from_db(project_id, last)
             for event in batch:
                 if event.seq != last + 1:
                     break
@@ -92,7 +98,19 @@ def follow(
                 yield event
                 if event.type in events.TERMINAL_EVENTS:
                     return
-            if idle_timeout_s is not None and time.monotonic() - idle_since > idle_timeout_s:
-                return
+            wait_s = poll_interval_s
+            if idle_timeout_s is not None:
+                idle_left_s = idle_timeout_s - (time.monotonic() - idle_since)
+                if idle_left_s < 0:
+                    return
+                wait_s = min(wait_s, idle_left_s)
+            if len(batch) >= PAGE:
+                batch = _from_db(project_id, last)  # a full page: there may be more
+                continue
+            message = live.wait(wait_s)
+            if message is not None and message.seq == last + 1:
+                batch = [message]
+            else:  # a gap, a repeat, or nothing for a while: the database has every event
+                batch = _from_db(project_id, last)
     finally:
         live.close()

@@ -1,13 +1,16 @@
-"""Events: gapless per-project seq in Postgres, live on Redis, and a follower that misses a
-live message still gets every event, in order, from the database.
+"""Events: gapless per-project seq in Postgres, live on Redis (a follower gets an event from
+pub/sub, not from its next read of the database), and a follower that misses a live message
+still gets every event, in order, from the database.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 
 import pytest
+import redis
 
 from orchestrator.queries.follow import follow
 from shared import events
@@ -67,3 +70,37 @@ def test_follower_resumes_after_its_last_seq(project_id: str, redis_url: str) ->
         events.emit(NullBus(), project_id, name)
     resumed = list(follow(redis_url, project_id, after_seq=2, idle_timeout_s=5))
     assert [e.seq for e in resumed] == [3, 4]
+
+
+def test_a_published_event_reaches_a_follower_live_without_waiting_for_a_poll(
+    project_id: str, redis_url: str
+) -> None:
+    # Given a follower that has read the history and will not read the database again for an
+    # hour unless pub/sub wakes it (the poll that fills gaps is what could hide a broken publish)
+    poll_interval_s = 3600.0
+    events.emit(NullBus(), project_id, "history")
+    received: queue.Queue[events.EventOut] = queue.Queue()
+
+    def consume() -> None:
+        for event in follow(redis_url, project_id, poll_interval_s=poll_interval_s):
+            received.put(event)
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    assert received.get(timeout=30).type == "history"
+    try:
+        # When an event is recorded and published on Redis, as every part of the service does
+        events.emit(RedisBus(redis_url), project_id, "live")
+        # Then it arrives long before the database is read again: only pub/sub can bring it
+        try:
+            arrived = received.get(timeout=poll_interval_s / 100)
+        except queue.Empty:
+            pytest.fail(f"no live event within {poll_interval_s / 100:.0f} s: is publishing on Redis broken?")
+        assert (arrived.type, arrived.seq) == ("live", 2)
+    finally:
+        # The follower ends either way: a terminal event, and a wake-up this test publishes itself
+        end = events.emit(NullBus(), project_id, events.PROJECT_COMPLETED)
+        with redis.Redis.from_url(redis_url) as client:
+            client.publish(events.channel(project_id), end.model_dump_json())
+        consumer.join(timeout=30)
+    assert not consumer.is_alive()
