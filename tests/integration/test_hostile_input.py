@@ -21,6 +21,7 @@ import tarfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -33,6 +34,7 @@ from shared.db import session_scope
 from shared.models import Agent, IterationStatus, Project, ProjectStatus
 from tests.support.engine import Engine, engine
 from tests.support.records import event_log, iterations, project, text, tool
+from tests.support.sandboxes import InspectedSandboxes
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -270,7 +272,8 @@ def host_port() -> Iterator[int]:
     server.close()
 
 
-INTERFACES = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
+INTERFACES = "ls /sys/class/net"
+ROUTES = "tail -n +2 /proc/net/route | cut -f1,2"
 # Aimed at the sandbox's own loopback (its own network namespace), where nothing listens.
 CONNECT = (
     "python3 -c \"import socket; socket.create_connection(('127.0.0.1', int(open('port.txt').read())), 3); "
@@ -278,65 +281,82 @@ CONNECT = (
 )
 
 
-def test_network_egress_fails_without_network_and_works_only_when_the_project_allows_it(
+def _network_mode(container: dict[str, Any]) -> str:
+    mode: str = container["HostConfig"]["NetworkMode"]
+    return mode
+
+
+def test_the_sandbox_has_no_network_unless_the_project_allows_it(
     services: dict[str, str], tmp_path: Path, host_port: int
 ) -> None:
-    # Isolation is shown by the interfaces and a refused loopback port, never by traffic to an
-    # address off loopback (the Docker bridge included).
-    script = {"responses": [_bash(INTERFACES), _bash(CONNECT), text("Tried.")]}
+    # Isolation is shown by the container's configuration and what it gave the container (its
+    # interfaces, its routes) and by a refused loopback port; never by traffic to an address off
+    # loopback (the Docker bridge's included), which no test may send.
+    script = {"responses": [_bash(INTERFACES), _bash(ROUTES), _bash(CONNECT), text("Tried.")]}
     with engine(script, tmp_path) as eng:
+        eng.sandbox_factory = started = InspectedSandboxes(eng.settings.sandbox_image)
         # Given the same probes in a project without network and in one that allows it
         closed = eng.submit(files={"port.txt": str(host_port)})
         eng.run_next(closed)
         opened = eng.submit(raas_toml="[sandbox]\nnetwork = true\n", files={"port.txt": str(host_port)})
         eng.run_next(opened)
 
-        # Then the closed sandbox has only loopback, and the host's listener is not its 127.0.0.1
-        # (each output opens with the command's exit code line)
-        interfaces, connect = _outputs(closed)
+        # Then the closed sandbox's container had network mode none: only loopback, no route,
+        # and the host's listener is not on its 127.0.0.1 (each output opens with the exit code)
+        assert [_network_mode(c) for c in started.inspected] == ["none", "bridge"]
+        interfaces, routes, connect = _outputs(closed)
         assert interfaces.splitlines()[1:] == ["lo"]
+        assert routes == "exit code 0"
         assert "Connection refused" in connect
         assert "CONNECTED" not in connect
-        # And the allowed one has an interface beyond loopback
-        interfaces = _outputs(opened)[0].splitlines()[1:]
-        assert "lo" in interfaces
-        assert len(interfaces) > 1
+        # And the allowed one (network mode bridge) has an interface beyond loopback and a
+        # default route through it; that traffic would leave is not shown (no test sends it)
+        interfaces, routes, _ = _outputs(opened)
+        assert "lo" in interfaces.splitlines()[1:]
+        assert len(interfaces.splitlines()[1:]) > 1
+        assert any(line.split("\t")[1] == "00000000" for line in routes.splitlines()[1:]), routes
 
 
 def test_the_agent_cannot_reach_the_coordinator_api_even_with_its_token(
     services: dict[str, str], tmp_path: Path
 ) -> None:
     # The PROMPT.md asks for it; the model obeys: POST .../stop of another project, with the
-    # cluster token (as if it had leaked), at the coordinator's loopback address.
+    # cluster token (as if it had leaked), at the coordinator's URL. Here that URL is on the
+    # test's loopback, which no sandbox shares; a coordinator anywhere else is out of reach
+    # because the sandbox has no interface but its own loopback: that is what is checked.
     stop = (
         "python3 - <<'EOF' 2>&1\n"
         "import json, urllib.request\n"
         "spec = json.load(open('coordinator.json'))\n"
-        "for base in spec['bases']:\n"
-        "    request = urllib.request.Request(f\"{base}/v1/projects/{spec['victim']}/stop\", method='POST',\n"
-        "        headers={'Authorization': 'Bearer ' + spec['token']})\n"
-        "    try:\n"
-        "        print(base, urllib.request.urlopen(request, timeout=3).status)\n"
-        "    except OSError as exc:\n"
-        "        print(base, 'FAILED', exc)\n"
+        "url = f\"{spec['base']}/v1/projects/{spec['victim']}/stop\"\n"
+        "request = urllib.request.Request(url, method='POST',\n"
+        "    headers={'Authorization': 'Bearer ' + spec['token']})\n"
+        "try:\n"
+        "    print(urllib.request.urlopen(request, timeout=3).status)\n"
+        "except OSError as exc:\n"
+        "    print('FAILED', exc)\n"
         "EOF"
     )
-    script = {"responses": [_bash(stop), text("Could not stop it.")]}
+    script = {"responses": [_bash(INTERFACES), _bash(stop), text("Could not stop it.")]}
     with engine(script, tmp_path) as eng:
+        eng.sandbox_factory = started = InspectedSandboxes(eng.settings.sandbox_image)
         victim = eng.submit(prompt="Innocent project.")
         url = eng.settings.coordinator_url
-        bases = [url]
-        spec = {"bases": bases, "victim": victim, "token": eng.settings.api_token.get_secret_value()}
+        spec = {"base": url, "victim": victim, "token": eng.settings.api_token.get_secret_value()}
         attacker = eng.submit(
             prompt="Stop the coordinator and every other project.",
             files={"coordinator.json": json.dumps(spec)},
         )
         eng.run_next(attacker)
 
-        ((output,),) = [_outputs(attacker)]
-        lines = output.splitlines()[1:]
-        assert [line.split()[:2] for line in lines] == [[base, "FAILED"] for base in bases], output
-        assert "Connection refused" in lines[0]
+        # The attacker's container had no network: only its own loopback...
+        ((container,),) = [started.inspected]
+        assert _network_mode(container) == "none"
+        interfaces, stopped = _outputs(attacker)
+        assert interfaces.splitlines()[1:] == ["lo"]
+        # ...where the coordinator's address found nothing listening.
+        assert stopped.splitlines()[1].startswith("FAILED"), stopped
+        assert "Connection refused" in stopped
         # The coordinator still answers, and the other project was not stopped.
         assert httpx.get(f"{url}/healthz", timeout=10).status_code == 200
         assert project(victim).status == ProjectStatus.RUNNING

@@ -136,10 +136,11 @@ def test_every_key_has_the_prefix_and_a_ttl_and_none_holds_the_api_key(
 
 def test_the_redis_server_clock_stamps_admissions(client: redis.Redis, fingerprint: str) -> None:
     rl = RateLimiter(client, ProviderLimits(requests_per_minute=5), fingerprint)
-    seconds, micros = client.time()
+    before = client.time()
     admitted = rl.acquire("p", None, 0, 0).admitted_at_us
+    after = client.time()
     assert admitted is not None
-    assert 0 <= admitted - (seconds * 1_000_000 + micros) < 1_000_000
+    assert before[0] * 1_000_000 + before[1] <= admitted <= after[0] * 1_000_000 + after[1]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -207,10 +208,11 @@ def test_worker_processes_sharing_one_limit_never_exceed_it_and_all_get_through(
         for proc in procs:
             proc.start()
         # When they all hammer the limiter at once
-        outcomes = [results.get(timeout=10) for _ in procs]
+        # (a guard against a hang, not a figure: spawning four interpreters on a busy machine is slow)
+        outcomes = [results.get(timeout=120) for _ in procs]
     finally:
         for proc in procs:
-            proc.join(timeout=5)
+            proc.join(timeout=60)
             if proc.is_alive():
                 proc.kill()
     stamps = sorted(s for got, _ in outcomes for s in got if s is not None)
@@ -220,6 +222,9 @@ def test_worker_processes_sharing_one_limit_never_exceed_it_and_all_get_through(
     window_us = round(WINDOW_S * 1e6)
     busiest = max(sum(1 for t in stamps if end - window_us <= t <= end) for end in stamps)
     assert busiest <= LIMIT, [(t - stamps[0]) / 1e6 for t in stamps]
-    # And nobody waited longer than needed: 48 calls at 20 a window fit in the third window
-    assert 2 * window_us < stamps[-1] - stamps[0] < 3 * window_us
+    # And no wait asked for was longer than a window (that none is longer than needed, to the
+    # microsecond, is the property test's above, on a clock of its own: here the processes
+    # share two cores with the rest of the machine, and their sleeps overrun)
+    assert 2 * window_us < stamps[-1] - stamps[0]  # 48 calls at 20 a window: into the third
+    assert all(0 < wait <= WINDOW_S + 1e-6 for _, waits in outcomes for wait in waits)  # + its 1 µs
     assert all(proc.exitcode == 0 for proc in procs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterator
 
 import docker
@@ -25,35 +24,64 @@ def host_listener() -> Iterator[int]:
     server.close()
 
 
-def test_only_the_loopback_interface_exists_without_network(sandbox: DockerSandbox) -> None:
-    result = sandbox.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
-    assert result.exit_code == 0
-    assert result.output.split() == ["lo"]
+# What the sandbox has of a network, read from inside: its interfaces, then its IPv4 routes.
+INTERFACES = "ls /sys/class/net"
+ROUTES = "tail -n +2 /proc/net/route | cut -f1,2"
 
 
-def test_a_host_loopback_listener_is_unreachable_from_inside(
-    sandbox: DockerSandbox, host_listener: int
-) -> None:
-    # Given a listener on the host's 127.0.0.1, when the sandbox connects to that address
-    probe = (
+def _connect(port: int, listen: bool = False) -> str:
+    """A probe that connects to the sandbox's own 127.0.0.1:``port`` (listening there first if told)."""
+    return (
+        "python3 - <<'EOF'\n"
         "import socket\n"
+        f"server = socket.create_server(('127.0.0.1', {port})) if {listen} else None\n"
         "try:\n"
-        f"    socket.create_connection(('127.0.0.1', {host_listener}), timeout=3); print('connected')\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=3).close(); print('connected')\n"
         "except OSError as e:\n"
         "    print('refused', e)\n"
+        "EOF"
     )
-    result = sandbox.run(f'python3 -c "{probe}"')
-    # Then it reaches its own loopback, where nothing listens
-    assert result.output.startswith("refused"), result.output
 
 
-def test_network_allowed_by_the_project_gives_an_interface_beyond_loopback(
-    make_sandbox: SandboxFactory,
+def test_without_network_the_container_has_network_mode_none_and_only_loopback(
+    sandbox: DockerSandbox, docker_client: docker.DockerClient
 ) -> None:
+    # The proof of isolation is the configuration and what it gave the container, not a
+    # connection that fails: no test may aim at an address off loopback to see it fail.
+    info = docker_client.api.inspect_container(sandbox.container_id)
+    assert info["HostConfig"]["NetworkMode"] == "none"
+    assert info["NetworkSettings"]["Networks"].keys() <= {"none"}
+    assert sandbox.run(INTERFACES).output.split() == ["lo"]
+    assert sandbox.run(ROUTES).output == ""  # no route anywhere, not even a default one
+
+
+def test_the_sandbox_loopback_is_its_own_not_the_hosts(sandbox: DockerSandbox, host_listener: int) -> None:
+    # Given a listener on the host's 127.0.0.1, when the sandbox connects to that address
+    reached = sandbox.run(_connect(host_listener)).output
+    # Then it reaches its own loopback, where nothing listens (the host's network namespace,
+    # Docker's "host" mode, would connect)
+    assert reached.startswith("refused"), reached
+    assert "Connection refused" in reached
+    # And the probe does connect where something listens on the sandbox's own loopback
+    assert sandbox.run(_connect(host_listener, listen=True)).output == "connected\n"
+
+
+def test_network_allowed_by_the_project_gives_a_bridge_interface_and_a_default_route(
+    make_sandbox: SandboxFactory, docker_client: docker.DockerClient
+) -> None:
+    # What this proves: the product's `network = true` gives the container Docker's bridge, an
+    # interface beyond loopback and a default route through it. What it does not: that traffic
+    # leaves the host (a test may not aim at the bridge's private-range addresses, or beyond).
     sandbox = make_sandbox(network=True)
-    result = sandbox.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
-    assert "lo" in result.output.split()
-    assert len(result.output.split()) > 1
+    info = docker_client.api.inspect_container(sandbox.container_id)
+    assert info["HostConfig"]["NetworkMode"] == "bridge"
+    interfaces = sandbox.run(INTERFACES).output.split()
+    assert "lo" in interfaces
+    assert len(interfaces) > 1
+    routes = [line.split("\t") for line in sandbox.run(ROUTES).output.splitlines()]
+    assert any(destination == "00000000" and iface != "lo" for iface, destination in routes), routes
+    # And its loopback is still its own
+    assert sandbox.run(_connect(8000, listen=True)).output == "connected\n"
 
 
 def test_commands_run_as_uid_1000(sandbox: DockerSandbox) -> None:
@@ -110,37 +138,33 @@ def test_a_fork_bomb_is_stopped_by_the_pid_limit_and_the_sandbox_still_answers(
     make_sandbox: SandboxFactory,
 ) -> None:
     sandbox = make_sandbox(pids=64)
-    started = time.monotonic()
     sandbox.run(":(){ :|:& };:", timeout_s=10)
     after = sandbox.run("echo alive; ps -e --no-headers | wc -l")
-    assert time.monotonic() - started < 15
     lines = after.output.split()
     assert lines[0] == "alive"
     assert int(lines[1]) < 10  # the bomb is gone, not merely capped
 
 
 def test_a_command_that_never_ends_is_killed_at_its_timeout(sandbox: DockerSandbox) -> None:
-    started = time.monotonic()
+    # A call that returns at all has not waited out the sleep; timed_out says the command's own
+    # timeout ended it (the client-side deadline would have killed the container instead).
     result = sandbox.run("echo started; sleep 1000", timeout_s=1)
     assert result.timed_out
     assert result.exit_code is None
     assert result.output == "started\n"
-    assert time.monotonic() - started < 3
     assert sandbox.run("pgrep -c -x -f 'sleep 1000' || true").output.strip() == "0"  # killed too
     assert sandbox.run("echo alive").output == "alive\n"
 
 
-def test_a_gigabyte_of_output_comes_back_capped_with_a_note_quickly(sandbox: DockerSandbox) -> None:
-    started = time.monotonic()
+def test_a_gigabyte_of_output_comes_back_capped_with_a_note(sandbox: DockerSandbox) -> None:
+    # How long it takes is a figure of tests/benchmarks/bench_sandbox.py, not a promise here.
     result = sandbox.run("head -c 1000000000 /dev/zero | tr '\\0' 'x'; echo; echo the-end")
-    elapsed = time.monotonic() - started
     limit = sandbox.limits.output_limit_bytes
     assert result.exit_code == 0
     assert result.truncated_bytes > 999_000_000
     assert f"[output truncated: {result.truncated_bytes} bytes cut]" in result.output
     assert len(result.output) < limit + 100
     assert result.output.endswith("the-end\n")  # the tail is kept as well as the head
-    assert elapsed < 15
 
 
 def test_the_environment_has_nothing_from_the_host(

@@ -1,8 +1,8 @@
-"""The warm pool: sandboxes started ahead of time, handed out in milliseconds."""
+"""The warm pool: sandboxes started ahead of time, handed out without starting one (how fast is a
+figure of tests/benchmarks/bench_sandbox.py)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,14 +39,16 @@ def _pool_containers(client: docker.DockerClient, pool: SandboxPool) -> list[str
     ]
 
 
-def test_a_warm_sandbox_is_handed_out_with_the_callers_files(pool: SandboxPool) -> None:
+def test_a_warm_sandbox_is_handed_out_with_the_callers_files(
+    pool: SandboxPool, docker_client: docker.DockerClient
+) -> None:
     def populate(workspace: Path) -> None:
         (workspace / "PROMPT.md").write_text("build it\n")
 
-    started = time.monotonic()
+    warm = _pool_containers(docker_client, pool)
     sandbox = pool.acquire(populate)
-    assert time.monotonic() - started < 0.1
     try:
+        assert sandbox.name in warm  # one started before it was asked for, not one started for it
         assert sandbox.run("cat PROMPT.md && echo more >> PROMPT.md").exit_code == 0
         assert (sandbox.host_workspace / "PROMPT.md").read_text() == "build it\nmore\n"
         assert sandbox.run("id -u").output == "1000\n"

@@ -24,7 +24,7 @@ from orchestrator.scheduling import advance, submission
 from shared.events import RedisBus
 from shared.settings import Settings, get_settings
 from tests.support.stack import free_port
-from workers.iteration import IterationRunner
+from workers.iteration import IterationRunner, SandboxFactory
 from workers.llm.ratelimit import RateLimiter
 from workers.records import Claim
 from workers.sandbox.pool import SandboxPool
@@ -89,9 +89,17 @@ class Engine:
 
     limiter: RateLimiter | None = None
     pool: SandboxPool | None = None
+    sandbox_factory: SandboxFactory | None = None  # None: the worker's default, a container each
 
     def runner(self, worker: str = "test-worker") -> IterationRunner:
-        return IterationRunner(self.settings, self.bus, worker, limiter=self.limiter, pool=self.pool)
+        return IterationRunner(
+            self.settings,
+            self.bus,
+            worker,
+            sandbox_factory=self.sandbox_factory,
+            limiter=self.limiter,
+            pool=self.pool,
+        )
 
     def submit(
         self, prompt: str = "Do the task.", raas_toml: str = "", files: dict[str, str] | None = None

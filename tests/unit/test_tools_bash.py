@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,9 +36,7 @@ def test_commands_run_in_the_workspace(box: LocalSandbox, tmp_path: Path) -> Non
 
 
 def test_a_timed_out_command_is_killed_and_reported(box: LocalSandbox) -> None:
-    started = time.monotonic()
     result = execute(box, "bash", {"command": "echo before; sleep 30; echo after", "timeout_s": 0.5})
-    assert time.monotonic() - started < 3
     assert result.is_error
     assert (
         result.content == "timed out after 0.5 s; the command and everything it started were killed\nbefore"
@@ -44,10 +44,8 @@ def test_a_timed_out_command_is_killed_and_reported(box: LocalSandbox) -> None:
 
 
 def test_the_timeout_asked_for_is_capped_at_the_projects(box: LocalSandbox) -> None:
-    started = time.monotonic()
     result = execute(box, "bash", {"command": "sleep 30", "timeout_s": 600})
     assert "timed out after 5 s" in result.content
-    assert time.monotonic() - started < 9
 
 
 def test_long_output_is_cut_in_the_middle_with_a_note(box: LocalSandbox) -> None:
@@ -58,12 +56,28 @@ def test_long_output_is_cut_in_the_middle_with_a_note(box: LocalSandbox) -> None
     assert len(result.content) < 1200
 
 
-def test_background_processes_do_not_outlive_the_command(box: LocalSandbox, tmp_path: Path) -> None:
-    started = time.monotonic()
-    execute(box, "bash", {"command": "(sleep 2; touch late) & echo started"})
-    assert time.monotonic() - started < 1.5
-    time.sleep(2.5)
-    assert not (tmp_path / "late").exists()
+def _running(marker: str) -> list[int]:
+    """Pids of live (not zombie) processes whose command line holds ``marker``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit() and marker in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(proc.name))
+    return found
+
+
+def test_background_processes_do_not_outlive_the_command(box: LocalSandbox) -> None:
+    # Given a command that leaves a process behind, holding its output pipe, for 1000 s
+    marker = f"{secrets.randbelow(10**6)}.{secrets.randbelow(10**6)}"
+    result = execute(box, "bash", {"command": f"(sleep 1000 {marker}) & echo started"})
+    # Then the call returned when the command did (waiting for the pipe, it would time out)...
+    assert (result.is_error, result.content) == (False, "exit code 0\nstarted")
+    # ...and the process it left behind is gone (killed with its process group; the kill is
+    # asynchronous, so it is waited for)
+    deadline = time.monotonic() + 30
+    while _running(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _running(marker) == []
 
 
 def test_the_environment_holds_nothing_from_the_host(
