@@ -11,12 +11,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel
 
 from orchestrator.api.tenants import Principal, authenticate, authorize
 from orchestrator.scheduling.dispatch import Dispatcher
 from shared.errors import InvalidInput
 from shared.events import EventBus
+from shared.schemas import ErrorOut
 from shared.settings import Settings
 
 
@@ -56,13 +56,6 @@ def principal(
 
 Ctx = Annotated[Context, Depends(context)]
 Caller = Annotated[Principal, Depends(principal)]
-
-
-class ErrorOut(BaseModel):
-    """The body of every error answer: the error's class and a one-line message saying what to do."""
-
-    error: str
-    detail: str
 
 
 def _error(description: str) -> dict[str, Any]:

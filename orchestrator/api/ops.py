@@ -15,11 +15,12 @@ from fastapi import APIRouter, Query, Request, Response
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from orchestrator.api.deps import Caller, ErrorOut, authed_router, context
+from orchestrator.api.deps import Caller, authed_router, context
 from orchestrator.queries import metrics
 from orchestrator.queries.metrics import WorkerInfo
 from shared.celery_app import app as celery_app
 from shared.errors import Unauthorized
+from shared.schemas import ErrorOut
 
 router = authed_router()
 public = APIRouter()
