@@ -1,63 +1,70 @@
 """The coordinator's HTTP API: a thin edge that parses, calls the core and formats.
 
-Every route but the health check and ``/metrics`` needs the bearer token. Each module of this
-package holds the routes of one concern in its ``router``.
+Every route but those in ``PUBLIC_PATHS`` needs the bearer token, the OpenAPI schema included.
+Each module of this package holds the routes of one concern in its ``router``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from http import HTTPStatus
+from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
 from orchestrator.api import ops, projects, transcripts
-from orchestrator.api.deps import Context
+from orchestrator.api.deps import Context, principal
 from orchestrator.scheduling.dispatch import Dispatcher
 from shared.errors import RaasError
 from shared.events import EventBus
-from shared.schemas import ErrorOut
 from shared.settings import Settings
 
 ROUTERS = (projects.router, transcripts.router, ops.router)
 
-
-def _answer(status: int, error: str, detail: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
-    body = ErrorOut(error=error, detail=detail).model_dump()
-    return JSONResponse(status_code=status, content=body, headers=headers)
+# The only paths answered without a token; tests/integration/test_tenancy.py walks every route
+# the app serves (mounts included) against this list. /healthz is for load balancers and
+# compose; /metrics is aggregate only (orchestrator.api.ops says why it is open). The OpenAPI
+# schema is not here: it maps every operation, so it needs a token like they do, and FastAPI's
+# /docs and /redoc pages are off (they fetch the schema without one).
+PUBLIC_PATHS = frozenset({"/healthz", "/metrics"})
 
 
 async def _raas_error(_request: Request, exc: Exception) -> JSONResponse:
     status = exc.status_code if isinstance(exc, RaasError) else 500
-    return _answer(status, type(exc).__name__, str(exc))
+    return JSONResponse(status_code=status, content={"error": type(exc).__name__, "detail": str(exc)})
 
 
 async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first.get("loc", ()))
-    return _answer(422, "InvalidInput", f"{where}: {first['msg']}")
+    return JSONResponse(
+        status_code=422, content={"error": "InvalidInput", "detail": f"{where}: {first['msg']}"}
+    )
 
 
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     """FastAPI's own refusals (an unreadable body, an unknown path or method) in the same shape."""
     assert isinstance(exc, HTTPException)
     name = "".join(HTTPStatus(exc.status_code).phrase.split())
-    return _answer(exc.status_code, name, str(exc.detail), exc.headers)
+    return JSONResponse(
+        status_code=exc.status_code, content={"error": name, "detail": str(exc.detail)}, headers=exc.headers
+    )
 
 
 async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
     """A database restart is a 503 (try again), not a 500 (a bug)."""
     detail = "the coordinator's database does not answer; try again shortly"
-    return _answer(503, "ServiceUnavailable", detail)
+    return JSONResponse(status_code=503, content={"error": "ServiceUnavailable", "detail": detail})
 
 
 def create_app(settings: Settings, dispatcher: Dispatcher, bus: EventBus) -> FastAPI:
-    app = FastAPI(title="Constellation coordinator", version="0.1.0")
+    app = FastAPI(
+        title="Constellation coordinator", version="0.1.0", openapi_url=None, docs_url=None, redoc_url=None
+    )
     app.state.ctx = Context(settings=settings, dispatcher=dispatcher, bus=bus)
     app.add_exception_handler(RaasError, _raas_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
@@ -70,6 +77,10 @@ def create_app(settings: Settings, dispatcher: Dispatcher, bus: EventBus) -> Fas
         return {"status": "ok"}
 
     app.include_router(ops.public)  # /metrics: no token, see orchestrator.api.ops
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(principal)])
+    def openapi_schema() -> dict[str, Any]:
+        return app.openapi()
 
     for router in ROUTERS:
         app.include_router(router)

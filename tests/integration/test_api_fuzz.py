@@ -85,8 +85,8 @@ def _served_schema() -> dict[str, Any]:
 schema = schemathesis.openapi.from_dict(_served_schema())
 
 
-def test_the_fuzzed_schema_is_the_one_the_coordinator_serves(eng: Engine) -> None:
-    served = httpx.get(f"{eng.settings.coordinator_url}/openapi.json", timeout=20).json()
+def test_the_fuzzed_schema_is_the_one_the_coordinator_serves(eng: Engine, auth: dict[str, str]) -> None:
+    served = httpx.get(f"{eng.settings.coordinator_url}/openapi.json", headers=auth, timeout=20).json()
     assert served == _served_schema()
 
 
