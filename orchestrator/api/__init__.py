@@ -6,6 +6,7 @@ Each module of this package holds the routes of one concern in its ``router``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -20,6 +21,7 @@ from orchestrator.api.deps import Context, principal
 from orchestrator.scheduling.dispatch import Dispatcher
 from shared.errors import RaasError
 from shared.events import EventBus
+from shared.schemas import ErrorOut
 from shared.settings import Settings
 
 ROUTERS = (projects.router, transcripts.router, ops.router)
@@ -32,33 +34,34 @@ ROUTERS = (projects.router, transcripts.router, ops.router)
 PUBLIC_PATHS = frozenset({"/healthz", "/metrics"})
 
 
+def _answer(status: int, error: str, detail: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    body = ErrorOut(error=error, detail=detail).model_dump()
+    return JSONResponse(status_code=status, content=body, headers=headers)
+
+
 async def _raas_error(_request: Request, exc: Exception) -> JSONResponse:
     status = exc.status_code if isinstance(exc, RaasError) else 500
-    return JSONResponse(status_code=status, content={"error": type(exc).__name__, "detail": str(exc)})
+    return _answer(status, type(exc).__name__, str(exc))
 
 
 async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first.get("loc", ()))
-    return JSONResponse(
-        status_code=422, content={"error": "InvalidInput", "detail": f"{where}: {first['msg']}"}
-    )
+    return _answer(422, "InvalidInput", f"{where}: {first['msg']}")
 
 
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     """FastAPI's own refusals (an unreadable body, an unknown path or method) in the same shape."""
     assert isinstance(exc, HTTPException)
     name = "".join(HTTPStatus(exc.status_code).phrase.split())
-    return JSONResponse(
-        status_code=exc.status_code, content={"error": name, "detail": str(exc.detail)}, headers=exc.headers
-    )
+    return _answer(exc.status_code, name, str(exc.detail), exc.headers)
 
 
 async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
     """A database restart is a 503 (try again), not a 500 (a bug)."""
     detail = "the coordinator's database does not answer; try again shortly"
-    return JSONResponse(status_code=503, content={"error": "ServiceUnavailable", "detail": detail})
+    return _answer(503, "ServiceUnavailable", detail)
 
 
 def create_app(settings: Settings, dispatcher: Dispatcher, bus: EventBus) -> FastAPI:
