@@ -2,7 +2,8 @@
 agent told to stop the coordinator, reach the network or read another project.
 
 Uploads go through the real coordinator HTTP API on loopback: each is refused with a one-line
-4xx and nothing is written (no project row, no workspace repository). The agent's attempts go
+4xx and nothing is written (no project row, no workspace repository, no file under the data dir
+or the temporary-files root). The agent's attempts go
 through the model (the scripted model, the real SDK and a real sandbox container), as a model
 following a malicious PROMPT.md would make them; every one fails inside the container, and the
 host (the coordinator, its processes, other projects) is untouched.
@@ -10,14 +11,17 @@ host (the coordinator, its processes, other projects) is untouched.
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
 import logging
 import os
 import secrets
+import selectors
 import socket
 import subprocess
 import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -102,6 +106,10 @@ UPLOADS: dict[str, tuple[Callable[[], bytes], str]] = {
         lambda: _targz(_member(f"../escape-{TOKEN}", data=b"x")),
         "points outside the project directory",
     ),
+    "grandparent-traversal": (
+        lambda: _targz(_member(f"../../escape-{TOKEN}", data=b"x")),
+        "points outside the project directory",
+    ),
     "deep-traversal": (
         lambda: _targz(_member(f"src/../../../tmp/escape-{TOKEN}", data=b"x")),
         "points outside the project directory",
@@ -160,6 +168,23 @@ def _written(eng: Engine) -> tuple[int, list[str]]:
     return rows, sorted(p.name for p in root.iterdir()) if root.exists() else []
 
 
+@pytest.fixture
+def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary-files root of this test's own, for the coordinator too (it runs in this
+    process): uploads are saved and unpacked under it, each in a directory of its own, and
+    nothing else writes there, so what an upload leaves behind can be seen.
+    """
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+def _tree(*roots: Path) -> set[Path]:
+    """Every file and directory under ``roots``."""
+    return {path for root in roots if root.exists() for path in root.rglob("*")}
+
+
 def _assert_refused(response: httpx.Response, fragment: str) -> None:
     assert 400 <= response.status_code < 500, (response.status_code, response.text)
     body = response.json()
@@ -169,37 +194,88 @@ def _assert_refused(response: httpx.Response, fragment: str) -> None:
 
 
 @pytest.mark.parametrize("case", list(UPLOADS))
-def test_a_malicious_upload_is_refused_with_one_line_and_writes_nothing(api: Engine, case: str) -> None:
+def test_a_malicious_upload_is_refused_with_one_line_and_writes_nothing(
+    api: Engine, temp_root: Path, case: str
+) -> None:
     build, fragment = UPLOADS[case]
-    before = _written(api)
+    # Given what is on disk where an upload could land: the data dir (the workspaces are in it)
+    # and the temporary-files root (the upload's own directory is made in it)
+    before, files_before = _written(api), _tree(api.settings.data_dir, temp_root)
     with _client(api) as client:
         response = client.post("/v1/projects", content=build(), headers={"Content-Type": "application/gzip"})
     _assert_refused(response, fragment)
+    # Then no row, no repository, and not one file more anywhere under them, nor at the absolute
+    # path (an escape one level up lands in the upload's own directory, removed with it;
+    # grandparent-traversal and deep-traversal reach the temporary-files root)
     assert _written(api) == before
+    assert _tree(api.settings.data_dir, temp_root) == files_before
     assert not Path(f"/tmp/raas-absolute-{TOKEN}").exists()
-    assert not Path(f"/tmp/escape-{TOKEN}").exists()
 
 
-def test_an_upload_larger_than_the_limit_is_refused_while_it_streams(api: Engine) -> None:
-    # Given a body one MiB over the limit, produced chunk by chunk (never held in memory)
-    chunk = bytes(1024 * 1024)
-    chunks = workspace.MAX_UPLOAD_BYTES // len(chunk) + 1
-    sent = 0
+def _raw_upload(eng: Engine, size: int, on_sent: Callable[[int], None]) -> tuple[int, int, bytes]:
+    """POST ``size`` zero bytes to /v1/projects a chunk at a time over a raw connection, calling
+    ``on_sent`` after each chunk, and stop sending the moment an answer arrives.
 
-    def body() -> Iterator[bytes]:
-        nonlocal sent
-        for _ in range(chunks):
-            sent += len(chunk)
-            yield chunk
+    Returns how much was sent by then (what the coordinator had read, plus what the sockets
+    buffer: a few MiB), the answer's status and its body. An HTTP client would send the whole
+    body whatever the server did.
+    """
+    url = httpx.URL(eng.settings.coordinator_url)
+    head = (
+        f"POST /v1/projects HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n"
+        f"Authorization: Bearer {eng.settings.api_token.get_secret_value()}\r\n"
+        f"Content-Type: application/gzip\r\nContent-Length: {size}\r\n\r\n"
+    )
+    chunk, sent = bytes(1024 * 1024), 0
+    with socket.create_connection((url.host, url.port)) as sock, selectors.DefaultSelector() as ready:
+        sock.sendall(head.encode())
+        sock.setblocking(False)
+        ready.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        while True:
+            mask = next((mask for _, mask in ready.select(60)), 0)
+            if mask & selectors.EVENT_READ:
+                break
+            assert mask, f"no answer, and nothing more read after {sent} bytes"
+            sent += sock.send(chunk[: size - sent])
+            on_sent(sent)
+            if sent == size:
+                ready.modify(sock, selectors.EVENT_READ)
+        sock.setblocking(True)
+        answer = http.client.HTTPResponse(sock)
+        answer.begin()
+        return sent, answer.status, answer.read()
+
+
+def test_an_upload_larger_than_the_limit_is_refused_while_it_streams(api: Engine, temp_root: Path) -> None:
+    # Given a body of twice the limit, sent a chunk at a time by a client that stops as soon as
+    # the coordinator answers
+    limit = workspace.MAX_UPLOAD_BYTES
+    on_disk: list[int] = []
+
+    def halfway(sent: int) -> None:
+        # the body goes to a temporary file as it arrives: at half the limit, it is all there
+        if on_disk or sent < limit // 2:
+            return
+        deadline = time.monotonic() + 60
+        while not on_disk and time.monotonic() < deadline:
+            files = [f.stat().st_size for f in temp_root.glob("raas-body-*")]
+            if files and files[0] >= sent - 1024 * 1024:
+                on_disk.append(files[0])
+            time.sleep(0.02)
+        assert on_disk, f"{sent} bytes sent, and no temporary file in {temp_root} holds them"
 
     before = _written(api)
     # When it is streamed to the coordinator
-    with _client(api) as client:
-        response = client.post("/v1/projects", content=body(), headers={"Content-Type": "application/gzip"})
-    # Then it is refused once the limit is passed, and nothing is written
-    _assert_refused(response, "upload larger than 200 MiB")
+    sent, status, body = _raw_upload(api, 2 * limit, halfway)
+    # Then the answer, a refusal, came once the limit was passed and long before the end of
+    # the body: the rest was never read
+    assert status == 422
+    assert "upload larger than 200 MiB" in json.loads(body)["detail"]
+    assert limit < sent < 2 * limit - 64 * 1024 * 1024, sent
+    assert on_disk
+    # And nothing is written, the temporary file included
     assert _written(api) == before
-    assert sent > workspace.MAX_UPLOAD_BYTES
+    assert list(temp_root.iterdir()) == []
 
 
 def test_a_valid_upload_is_accepted_so_the_refusals_are_not_blanket(api: Engine) -> None:
@@ -247,6 +323,21 @@ def test_a_raas_toml_budget_the_database_cannot_hold_is_refused_with_one_line(
     response = _post_settled(api, _targz(_member("raas.toml", data=b"[budget]\nlimit_usd = 1e12\n")), caplog)
     assert _written(api) == before
     _assert_refused(response, "limit_usd")
+
+
+def test_text_the_model_wrote_with_a_nul_is_stored_with_the_nul_replaced(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    # Given a model whose task_complete summary holds a NUL (Postgres text columns refuse one)
+    script = {"responses": [tool("task_complete", {"summary": "done\x00 here"})]}
+    with engine(script, tmp_path) as eng:
+        project_id = eng.submit()
+        # When its iteration runs
+        eng.run_to_end(project_id)
+    # Then the iteration is recorded with the NUL replaced, and the project completes
+    [iteration] = iterations(project_id)
+    assert iteration.summary == "done\ufffd here"
+    assert project(project_id).status == ProjectStatus.COMPLETED
 
 
 # --- the agent against the host ----------------------------------------------------------------
