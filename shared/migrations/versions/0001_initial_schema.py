@@ -52,7 +52,6 @@ def upgrade() -> None:
     sa.Column('reserved_usd', sa.Numeric(precision=14, scale=6), nullable=False),
     sa.Column('budget_warned', sa.Boolean(), nullable=False),
     sa.Column('breaker', sa.JSON(), nullable=True),
-    sa.Column('waiting_for_worker_since', sa.DateTime(timezone=True), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('started_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
@@ -61,7 +60,6 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('projects', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_projects_tenant_id'), ['tenant_id'], unique=False)
-        batch_op.create_index('ix_projects_waiting_for_worker', ['id'], unique=False, postgresql_where=sa.text('waiting_for_worker_since IS NOT NULL'), sqlite_where=sa.text('waiting_for_worker_since IS NOT NULL'))
 
     op.create_table('budget_ledger',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
@@ -99,7 +97,6 @@ def upgrade() -> None:
     sa.Column('category', sa.String(length=50), nullable=False),
     sa.Column('depends_on', sa.JSON(), nullable=False),
     sa.Column('status', sa.Enum('pending', 'running', 'completed', 'failed', name='taskstatus', native_enum=False, length=16), nullable=False),
-    sa.Column('kind', sa.Enum('work', 'group', name='taskkind', native_enum=False, length=16), nullable=False),
     sa.Column('wave', sa.Integer(), nullable=False),
     sa.Column('feedback', sa.Text(), nullable=True),
     sa.ForeignKeyConstraint(['project_id'], ['projects.id'], ondelete='CASCADE'),
@@ -230,7 +227,6 @@ def downgrade() -> None:
 
     op.drop_table('budget_ledger')
     with op.batch_alter_table('projects', schema=None) as batch_op:
-        batch_op.drop_index('ix_projects_waiting_for_worker', postgresql_where=sa.text('waiting_for_worker_since IS NOT NULL'), sqlite_where=sa.text('waiting_for_worker_since IS NOT NULL'))
         batch_op.drop_index(batch_op.f('ix_projects_tenant_id'))
 
     op.drop_table('projects')
