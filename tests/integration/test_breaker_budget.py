@@ -123,8 +123,8 @@ def test_budget_warns_pauses_and_resumes_when_raised(services: dict[str, str], t
     assert report.receipts is not None
     receipt = report.receipts[0]
     assert receipt.model == "claude-sonnet-4-6"
-    assert receipt.calls == report.tokens.input // 1000
-    assert receipt.tokens.output == receipt.calls * 1000
+    assert receipt.calls == report.tokens.input_tokens // 1000
+    assert receipt.tokens.output_tokens == receipt.calls * 1000
     assert receipt.cost_usd == project.spent_usd
     assert receipt.price is not None
     assert receipt.price.input == Decimal(3)
