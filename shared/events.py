@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
@@ -51,6 +52,18 @@ WORKERS_BACK = "workers_back"
 
 #: A follower stops after one of these.
 TERMINAL_EVENTS = frozenset({PROJECT_COMPLETED, PROJECT_FAILED, PROJECT_STOPPED})
+
+
+class EventData(BaseModel):
+    """What one type of event says; the models, one per type, are in shared.event_payloads."""
+
+    model_config = ConfigDict(frozen=True)
+
+    TYPE: ClassVar[str]
+
+    def data(self) -> dict[str, Any]:
+        """The payload as stored and sent: JSON, without the fields its writer left out."""
+        return self.model_dump(mode="json", exclude_unset=True)
 
 
 def channel(project_id: str) -> str:
@@ -94,19 +107,19 @@ _NEXT_SEQ = (
 def record(
     session: Session,
     project_id: str,
-    type_: str,
-    data: dict[str, Any] | None = None,
+    payload: EventData,
     *,
     agent_id: str | None = None,
     iteration_id: str | None = None,
 ) -> EventOut:
-    """Write one event in ``session``'s transaction; publish it after the commit."""
+    """Write one event (of the payload's type) in ``session``'s transaction; publish it after
+    the commit."""
     seq = session.execute(_NEXT_SEQ, {"project_id": project_id}).scalar_one()
     row = Event(
         project_id=project_id,
         seq=seq,
-        type=type_,
-        data=data or {},
+        type=payload.TYPE,
+        data=payload.data(),
         agent_id=agent_id,
         iteration_id=iteration_id,
         ts=utcnow(),
@@ -125,15 +138,14 @@ def publish_all(bus: EventBus, events: Iterable[EventOut]) -> None:
 def emit(
     bus: EventBus,
     project_id: str,
-    type_: str,
-    data: dict[str, Any] | None = None,
+    payload: EventData,
     *,
     agent_id: str | None = None,
     iteration_id: str | None = None,
 ) -> EventOut:
     """Record one event in its own transaction and publish it."""
     with session_scope() as session:
-        event = record(session, project_id, type_, data, agent_id=agent_id, iteration_id=iteration_id)
+        event = record(session, project_id, payload, agent_id=agent_id, iteration_id=iteration_id)
     bus.publish(event)
     return event
 

@@ -14,13 +14,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from docker.errors import APIError, DockerException
 
 from shared import events
 from shared.errors import InvalidInput, SandboxStartError
-from shared.events import EventBus
+from shared.event_payloads import ToolExecuted
+from shared.events import EventBus, EventData
 from shared.git import commit_all, ignore_by_default
 from shared.models import ErrorKind
 from shared.scud import write_back
@@ -176,14 +177,9 @@ class IterationRunner:
         self.pool = pool
 
     def _emitter(self, claim: Claim) -> Emit:
-        def emit(type_: str, data: dict[str, Any]) -> None:
+        def emit(payload: EventData) -> None:
             events.emit(
-                self.bus,
-                claim.project_id,
-                type_,
-                data,
-                agent_id=claim.agent_id,
-                iteration_id=claim.iteration_id,
+                self.bus, claim.project_id, payload, agent_id=claim.agent_id, iteration_id=claim.iteration_id
             )
 
         return emit
@@ -309,14 +305,9 @@ class IterationRunner:
         passed = result.exit_code == 0 and not result.timed_out
         output = result.output[-CHECK_OUTPUT_CHARS:]
         emit(
-            events.TOOL_EXECUTED,
-            {
-                "tool": "check",
-                "command": command,
-                "exit_code": result.exit_code,
-                "is_error": not passed,
-                "output": output,
-            },
+            ToolExecuted(
+                tool="check", command=command, exit_code=result.exit_code, is_error=not passed, output=output
+            )
         )
         timed_out = " (timed out)" if result.timed_out else ""
         summary = f"`{command}` exited with {result.exit_code}{timed_out}:\n{output}"

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from shared import budget, events
 from shared.budget import Settlement
 from shared.db import session_scope, survives_restarts
+from shared.event_payloads import IterationComplete, IterationError, IterationStarted
 from shared.iterations import fail_iteration
 from shared.models import (
     Agent,
@@ -159,8 +160,7 @@ def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | N
         started = events.record(
             session,
             row.project_id,
-            events.ITERATION_STARTED,
-            {"number": row.number, "attempt": row.attempt, "worker": worker},
+            IterationStarted(number=row.number, attempt=row.attempt, worker=worker),
             agent_id=row.agent_id,
             iteration_id=iteration_id,
         )
@@ -362,9 +362,9 @@ def finish(claim: Claim, outcome: Outcome) -> EventOut | None:
             return None
         agent_status = AgentStatus.ERROR if outcome.error else AgentStatus.IDLE
         session.execute(_COUNT_ITERATION, {"agent_id": claim.agent_id, "b_status": agent_status})
-        type_, data = _end_event(claim, outcome)
+        ending = _end_event(claim, outcome)
         return events.record(
-            session, claim.project_id, type_, data, agent_id=claim.agent_id, iteration_id=claim.iteration_id
+            session, claim.project_id, ending, agent_id=claim.agent_id, iteration_id=claim.iteration_id
         )
 
 
@@ -404,20 +404,16 @@ def _work(outcome: Outcome) -> dict[str, object]:
     }
 
 
-def _end_event(claim: Claim, outcome: Outcome) -> tuple[str, dict[str, Any]]:
+def _end_event(claim: Claim, outcome: Outcome) -> IterationError | IterationComplete:
     if outcome.error:
-        return events.ITERATION_ERROR, {
-            "number": claim.number,
-            "error": outcome.error,
-            "kind": outcome.error_kind,
-        }
-    return events.ITERATION_COMPLETE, {
-        "number": claim.number,
-        "completed_task": outcome.completed_task,
-        "summary": outcome.summary,
-        "files_changed": outcome.files_changed or [],
-        "commit": outcome.commit_sha,
-    }
+        return IterationError(number=claim.number, error=outcome.error, kind=outcome.error_kind)
+    return IterationComplete(
+        number=claim.number,
+        completed_task=outcome.completed_task,
+        summary=outcome.summary,
+        files_changed=outcome.files_changed or [],
+        commit=outcome.commit_sha,
+    )
 
 
 @survives_restarts

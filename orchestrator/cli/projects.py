@@ -14,7 +14,15 @@ import typer
 
 from orchestrator.cli import INSPECT, PROJECTS, JsonFlag, api, app, out, print_json
 from shared.errors import InvalidInput, ServiceUnavailable
-from shared.events import NO_WORKERS, TERMINAL_EVENTS, WORKERS_BACK
+from shared.event_payloads import (
+    AgentOutputChunk,
+    AgentToolCall,
+    NoWorkers,
+    ToolExecuted,
+    WorkersBack,
+    payload,
+)
+from shared.events import TERMINAL_EVENTS
 from shared.schemas import EventOut
 
 EXIT_FOR_STATUS = {"completed": 0, "failed": 1, "stopped": 1, "paused": 2}
@@ -60,7 +68,11 @@ def status(project_id: str, as_json: JsonFlag = False) -> None:
         f"tokens: {project['input_tokens']} in / {project['output_tokens']} out"
     )
     if project.get("waiting_for_worker_since"):
-        out.print(waiting_for_worker(project["waiting_for_worker_since"]), highlight=False, markup=False)
+        out.print(
+            waiting_for_worker(datetime.fromisoformat(project["waiting_for_worker_since"])),
+            highlight=False,
+            markup=False,
+        )
     for it in project["iterations"]:
         mark = "done" if it["completed_task"] else (it["error"] or it["status"])
         out.print(f"  iteration {it['number']:>3}  {it['status']:<9}  ${float(it['cost_usd']):.4f}  {mark}")
@@ -213,28 +225,28 @@ def diff(
     sys.stdout.write(api().diff(project_id, iteration))
 
 
-def waiting_for_worker(since: str) -> str:
-    """The line that says a project's iterations have no worker (``since``: an ISO time)."""
-    moment = datetime.fromisoformat(since)
+def waiting_for_worker(since: datetime) -> str:
+    """The line that says a project's iterations have no worker."""
     return (
-        f"waiting for a worker since {moment:%Y-%m-%d %H:%M:%S %Z}: no live worker consumes the "
+        f"waiting for a worker since {since:%Y-%m-%d %H:%M:%S %Z}: no live worker consumes the "
         "iterations queue (start one: raas worker)"
     )
 
 
 def format_event(event: EventOut) -> str:
-    data = event.data
-    if event.type == NO_WORKERS:
-        body = waiting_for_worker(str(data.get("since")))
-    elif event.type == WORKERS_BACK:
-        body = f"a worker is back after {data.get('waited_s')}s: {', '.join(data.get('workers') or [])}"
-    elif event.type == "agent_output_chunk":
-        body = data.get("text", "")
-    elif event.type in ("agent_tool_call", "tool_executed"):
-        shown = data.get("input") if "input" in data else data.get("output")
-        body = f"{data.get('tool')} {json.dumps(shown)[:160]}"
+    data = payload(event)
+    if isinstance(data, NoWorkers):
+        body = waiting_for_worker(data.since)
+    elif isinstance(data, WorkersBack):
+        body = f"a worker is back after {data.waited_s}s: {', '.join(data.workers)}"
+    elif isinstance(data, AgentOutputChunk):
+        body = data.text
+    elif isinstance(data, AgentToolCall):
+        body = f"{data.tool} {json.dumps(data.input)[:160]}"
+    elif isinstance(data, ToolExecuted):
+        body = f"{data.tool} {json.dumps(data.output)[:160]}"
     else:
-        body = json.dumps(data, default=str)[:300]
+        body = json.dumps(event.data, default=str)[:300]
     return f"{event.seq:>5} {event.ts:%H:%M:%S} {event.type:<20} {body}"
 
 

@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -26,6 +25,15 @@ from rich.tree import Tree
 
 from orchestrator.queries import projects
 from shared import events
+from shared.event_payloads import (
+    AgentOutputChunk,
+    AgentToolCall,
+    IterationComplete,
+    IterationError,
+    IterationStarted,
+    ToolExecuted,
+    payload,
+)
 from shared.project_config import ProjectConfig
 from shared.schemas import AgentOut, EventOut, ProjectDetail
 
@@ -99,27 +107,28 @@ class RunView:
                 live.refresh()
 
     def _apply(self, event: EventOut) -> None:
-        data = event.data
+        data = payload(event)
         if event.type in _STATUS_AFTER:
             self.status = _STATUS_AFTER[event.type]
-        elif event.type == events.ITERATION_STARTED:
-            self.iteration = max(self.iteration, int(data.get("number", 0)))
-        elif event.type == events.AGENT_OUTPUT_CHUNK:
+        elif isinstance(data, IterationStarted):
+            self.iteration = max(self.iteration, data.number)
+        elif isinstance(data, AgentOutputChunk):
             # Chunks end anywhere, mid-word included: the last line is read from what came so far.
-            self._tail = (self._tail + str(data.get("text", "")))[-TAIL_CHARS:]
+            self._tail = (self._tail + data.text)[-TAIL_CHARS:]
             lines = [line for line in self._tail.splitlines() if line.strip()]
             if lines:
                 self.last_output = lines[-1].strip()
-        elif event.type == events.AGENT_TOOL_CALL:
-            self.last_tool = f"{data.get('tool')} {json.dumps(data.get('input'))}"[:PREVIEW_CHARS]
-        if event.type != events.AGENT_OUTPUT_CHUNK:
+        elif isinstance(data, AgentToolCall):
+            self.last_tool = f"{data.tool} {json.dumps(data.input)}"[:PREVIEW_CHARS]
+        if not isinstance(data, AgentOutputChunk):
             self._stale = True
 
     # Plain mode: one line per event; output text is printed a whole line at a time.
     def _print(self, event: EventOut) -> None:
         agent = event.agent_id or "-"
-        if event.type == events.AGENT_OUTPUT_CHUNK:
-            text = self._partial.pop(agent, "") + str(event.data.get("text", ""))
+        data = payload(event)
+        if isinstance(data, AgentOutputChunk):
+            text = self._partial.pop(agent, "") + data.text
             *done, rest = text.split("\n")
             if rest:
                 self._partial[agent] = rest
@@ -193,19 +202,18 @@ def _add_agents(node: Tree, agents: list[AgentOut], parent_id: str | None) -> No
 
 
 def _describe(event: EventOut) -> str:
-    data: dict[str, Any] = event.data
-    if event.type == events.ITERATION_STARTED:
-        return f"#{data.get('number')} (attempt {data.get('attempt')})"
-    if event.type == events.ITERATION_COMPLETE:
-        done = "task complete" if data.get("completed_task") else "task not complete"
-        files = ", ".join(data.get("files_changed") or []) or "-"
-        return f"#{data.get('number')} {done}; files changed: {files}"
-    if event.type == events.ITERATION_ERROR:
-        kind = data.get("kind")
-        return f"#{data.get('number')} {getattr(kind, 'value', kind)}: {data.get('error')}"
-    if event.type == events.AGENT_TOOL_CALL:
-        return f"{data.get('tool')} {json.dumps(data.get('input'))}"[:PREVIEW_CHARS]
-    if event.type == events.TOOL_EXECUTED:
-        first = next((line for line in str(data.get("output", "")).splitlines() if line.strip()), "")
-        return f"{data.get('tool')} {'error' if data.get('is_error') else 'ok'}: {first}"[:PREVIEW_CHARS]
-    return json.dumps(data, default=str)[: PREVIEW_CHARS * 2]
+    data = payload(event)
+    if isinstance(data, IterationStarted):
+        return f"#{data.number} (attempt {data.attempt})"
+    if isinstance(data, IterationComplete):
+        done = "task complete" if data.completed_task else "task not complete"
+        return f"#{data.number} {done}; files changed: {', '.join(data.files_changed) or '-'}"
+    if isinstance(data, IterationError):
+        kind = data.kind.value if data.kind is not None else None
+        return f"#{data.number} {kind}: {data.error}"
+    if isinstance(data, AgentToolCall):
+        return f"{data.tool} {json.dumps(data.input)}"[:PREVIEW_CHARS]
+    if isinstance(data, ToolExecuted):
+        first = next((line for line in data.output.splitlines() if line.strip()), "")
+        return f"{data.tool} {'error' if data.is_error else 'ok'}: {first}"[:PREVIEW_CHARS]
+    return json.dumps(event.data, default=str)[: PREVIEW_CHARS * 2]

@@ -18,9 +18,9 @@ from orchestrator.scheduling.dispatch import Dispatcher
 from orchestrator.scheduling.lookup import FINISHED_AGENT, get_project_row, waiting_for_children
 from orchestrator.scheduling.outbox import Outbox, transaction
 from orchestrator.scheduling.transitions import end, pause, pause_for_budget
-from shared import events
 from shared.db import session_scope
 from shared.errors import Conflict, NotFound
+from shared.event_payloads import ApiKeyRequired, ProjectFailed, TaskValidated
 from shared.events import EventBus
 from shared.models import (
     Agent,
@@ -95,7 +95,7 @@ def _decide(
 ) -> None:
     if iteration.error_kind == ErrorKind.API_KEY:
         pause(out, project, "api_key_required", iteration.error or "the API key was rejected")
-        out.event(project.id, events.API_KEY_REQUIRED, {"error": iteration.error}, iteration_id=iteration.id)
+        out.event(project.id, ApiKeyRequired(error=iteration.error), iteration_id=iteration.id)
         return
     if iteration.error_kind == ErrorKind.BUDGET:
         pause_for_budget(out, project)
@@ -131,7 +131,7 @@ def _root_iteration_done(
         task = _task_of(out, agent)
         reason = f"task {task.key!r}: max_iterations ({config.max_iterations}) reached without task_complete"
         agent.status, task.status = AgentStatus.ERROR, TaskStatus.FAILED
-        end(out, project, ProjectStatus.FAILED, reason, {"reason": reason, "task": task.key})
+        end(out, project, ProjectFailed(reason=reason, task=task.key))
     elif not breaker_trips(out, project, iteration, config):
         agent.status = AgentStatus.IDLE
         schedule(out, project, config, agent.id, iteration.number + 1)
@@ -147,8 +147,7 @@ def _validated(
     """The validator gate: a pass completes the task, a failure sends it back with the output."""
     out.event(
         project.id,
-        events.TASK_VALIDATED,
-        {"task": task.key, "passed": iteration.completed_task},
+        TaskValidated(task=task.key, passed=iteration.completed_task),
         agent_id=validator.id,
         iteration_id=iteration.id,
     )
@@ -162,7 +161,7 @@ def _validated(
     if builder.iterations >= config.max_iterations:
         reason = f"task {task.key!r}: still failing its check after {builder.iterations} iterations"
         task.status = TaskStatus.FAILED
-        end(out, project, ProjectStatus.FAILED, reason, {"reason": reason, "task": task.key})
+        end(out, project, ProjectFailed(reason=reason, task=task.key))
         return
     builder.status = AgentStatus.IDLE
     schedule(out, project, config, builder.id, builder.iterations + 1)

@@ -6,8 +6,8 @@ lets one trial iteration through (half-open) and closes only if that trial chang
 (ralph-claude-code users asked for a breaker that does not stay open forever, #160).
 
 Everything here is pure: frozen models in, new models out. The scheduler persists ``Breaker`` as
-JSON on the project row, and on a ``Trip`` pauses the project and emits
-``circuit_breaker_triggered`` with ``trip.model_dump()``.
+JSON on the project row, and on a ``Trip`` (the payload of ``circuit_breaker_triggered``, in
+shared.event_payloads) pauses the project and records it.
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from shared.event_payloads import Trip, TripReason
 from shared.project_config import BreakerConfig
-
-TripReason = Literal["consecutive_failures", "no_progress", "same_error", "timeout", "half_open_failed"]
 
 
 class BreakerState(str, Enum):
@@ -44,16 +42,6 @@ class Breaker(BaseModel):
     reason: TripReason | None = None
     trips: int = 0
     clock_from: datetime | None = None  # set by a resume: the timeout counts from here
-
-
-class Trip(BaseModel):
-    """Why the breaker opened: the payload of ``circuit_breaker_triggered``."""
-
-    model_config = ConfigDict(frozen=True)
-
-    reason: TripReason
-    numbers: dict[str, int | float]
-    message: str
 
 
 _TRACEBACK = "Traceback (most recent call last):"

@@ -17,8 +17,9 @@ from orchestrator.scheduling.lookup import get_project_row, waiting_for_children
 from orchestrator.scheduling.outbox import Outbox, transaction
 from orchestrator.scheduling.prompt import check_prompt
 from orchestrator.scheduling.transitions import end, pause
-from shared import budget, events
+from shared import budget
 from shared.errors import Conflict, InvalidInput
+from shared.event_payloads import BudgetChanged, ProjectResumed, ProjectStopped, PromptUpdated
 from shared.events import EventBus
 from shared.iterations import fail_iteration
 from shared.models import (
@@ -67,7 +68,7 @@ def reopen(out: Outbox, project: Project, why: str, *, trial: bool = False) -> N
     """Set a paused project running and give its idle agents their next iteration."""
     project.status = ProjectStatus.RUNNING
     project.status_reason = None
-    out.event(project.id, events.PROJECT_RESUMED, {"by": why})
+    out.event(project.id, ProjectResumed(by=why))
     _continue_idle_agents(out, project, trial=trial)
 
 
@@ -84,7 +85,7 @@ def set_budget(project_id: str, limit_usd: Decimal, dispatcher: Dispatcher, bus:
         )
         project.budget_limit_usd = limit_usd
         project.budget_warned = False
-        out.event(project.id, events.BUDGET_CHANGED, {"limit_usd": str(limit_usd)})
+        out.event(project.id, BudgetChanged(limit_usd=limit_usd))
         paused_for_budget = (project.status_reason or "").startswith("budget_exceeded")
         if (
             paused_for_budget
@@ -137,7 +138,7 @@ def stop_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Proj
     with transaction(dispatcher, bus) as out:
         project = get_project_row(out.session, project_id, lock=True)
         _require(project, (ProjectStatus.CREATED, ProjectStatus.RUNNING, ProjectStatus.PAUSED), "stopped")
-        end(out, project, ProjectStatus.STOPPED, "stopped by the user", {"reason": "stopped by the user"})
+        end(out, project, ProjectStopped(reason="stopped by the user"))
         for iteration_id in out.session.scalars(
             select(Iteration.id).where(
                 Iteration.project_id == project_id, unfinished(), Iteration.status == IterationStatus.QUEUED
@@ -159,7 +160,7 @@ def set_prompt(project_id: str, prompt: str, dispatcher: Dispatcher, bus: EventB
             "given a new prompt",
         )
         project.prompt = prompt
-        out.event(project.id, events.PROMPT_UPDATED, {"chars": len(prompt)})
+        out.event(project.id, PromptUpdated(chars=len(prompt)))
         return ProjectOut.model_validate(project)
 
 

@@ -10,14 +10,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 
 from sqlalchemy.orm import Session
 
 from orchestrator.scheduling.dispatch import Dispatcher
 from shared import events
 from shared.db import session_scope
-from shared.events import EventBus
+from shared.events import EventBus, EventData
 from shared.models import Iteration, IterationStatus, new_id, utcnow
 from shared.schemas import EventOut
 
@@ -32,10 +31,8 @@ class Outbox:
     # Set by a caller that pumps once at its end, so scheduling inside it does not pump again.
     defer_pump: bool = False
 
-    def event(
-        self, project_id: str, type_: str, data: dict[str, Any] | None = None, **ids: str | None
-    ) -> None:
-        self.events.append(events.record(self.session, project_id, type_, data, **ids))
+    def event(self, project_id: str, payload: EventData, **ids: str | None) -> None:
+        self.events.append(events.record(self.session, project_id, payload, **ids))
 
     def new_iteration(self, project_id: str, agent_id: str, number: int) -> Iteration:
         """A new iteration row; it is sent to the workers only once ``enqueue`` is called.

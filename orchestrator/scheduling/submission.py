@@ -15,6 +15,7 @@ from shared import events
 from shared.categories import DEFAULT_CATEGORIES
 from shared.db import session_scope
 from shared.errors import Conflict, InvalidInput
+from shared.event_payloads import ProjectCreated, ProjectStarted
 from shared.events import EventBus
 from shared.models import Project, ProjectStatus, new_id, utcnow
 from shared.project_config import ProjectConfig, parse_project_config
@@ -104,7 +105,7 @@ def create_project(
         with session_scope() as session:
             session.add(project)
             session.flush()
-            event = events.record(session, project.id, events.PROJECT_CREATED, {"name": project.name})
+            event = events.record(session, project.id, ProjectCreated(name=project.name))
             out = ProjectOut.model_validate(project)
     except Exception:
         shutil.rmtree(workspace.repo_path(workspaces_dir, project.id), ignore_errors=True)
@@ -123,6 +124,6 @@ def start_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Pro
         project.status = ProjectStatus.RUNNING
         project.started_at = utcnow()
         config = ProjectConfig.model_validate(project.config)
-        out.event(project.id, events.PROJECT_STARTED, {"workflow": config.workflow})
+        out.event(project.id, ProjectStarted(workflow=config.workflow))
         workflows.expand(out, project, config)
         return ProjectOut.model_validate(project)

@@ -2,41 +2,46 @@
 
 from __future__ import annotations
 
-from orchestrator.scheduling.breaker import Trip
 from orchestrator.scheduling.outbox import Outbox
-from shared import events
+from shared.event_payloads import (
+    BudgetExceeded,
+    ProjectCompleted,
+    ProjectFailed,
+    ProjectPaused,
+    ProjectStopped,
+    Trip,
+)
+from shared.events import EventData
 from shared.models import Project, ProjectStatus, utcnow
 
-_END_EVENTS = {
-    ProjectStatus.COMPLETED: events.PROJECT_COMPLETED,
-    ProjectStatus.FAILED: events.PROJECT_FAILED,
-    ProjectStatus.STOPPED: events.PROJECT_STOPPED,
+_STATUS_AFTER: dict[type[EventData], ProjectStatus] = {
+    ProjectCompleted: ProjectStatus.COMPLETED,
+    ProjectFailed: ProjectStatus.FAILED,
+    ProjectStopped: ProjectStatus.STOPPED,
 }
 
 
-def end(
-    out: Outbox, project: Project, status: ProjectStatus, reason: str | None, data: dict[str, object]
-) -> None:
-    project.status = status
-    project.status_reason = reason
+def end(out: Outbox, project: Project, ending: ProjectCompleted | ProjectFailed | ProjectStopped) -> None:
+    """End the project with the event that says how; a failure's or a stop's reason is its status reason."""
+    project.status = _STATUS_AFTER[type(ending)]
+    project.status_reason = None if isinstance(ending, ProjectCompleted) else ending.reason
     project.finished_at = utcnow()
-    out.event(project.id, _END_EVENTS[status], data)
+    out.event(project.id, ending)
 
 
 def pause(out: Outbox, project: Project, reason_code: str, message: str) -> None:
     project.status = ProjectStatus.PAUSED
     project.status_reason = f"{reason_code}: {message}"
-    out.event(project.id, events.PROJECT_PAUSED, {"reason": reason_code, "message": message})
+    out.event(project.id, ProjectPaused(reason=reason_code, message=message))
 
 
 def pause_for_breaker(out: Outbox, project: Project, trip: Trip) -> None:
-    out.event(project.id, events.CIRCUIT_BREAKER_TRIGGERED, trip.model_dump(mode="json"))
+    out.event(project.id, trip)
     pause(out, project, "circuit_breaker", trip.message)
 
 
 def pause_for_budget(out: Outbox, project: Project) -> None:
-    data = {"spent_usd": str(project.spent_usd), "limit_usd": str(project.budget_limit_usd)}
-    out.event(project.id, events.BUDGET_EXCEEDED, data)
+    out.event(project.id, BudgetExceeded(spent_usd=project.spent_usd, limit_usd=project.budget_limit_usd))
     pause(
         out, project, "budget_exceeded", f"spent ${project.spent_usd:.4f} of ${project.budget_limit_usd:.2f}"
     )

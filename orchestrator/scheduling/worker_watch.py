@@ -31,9 +31,9 @@ from sqlalchemy.orm import Session
 
 from orchestrator.scheduling.dispatch import Dispatcher
 from orchestrator.scheduling.outbox import transaction
-from shared import events
 from shared.celery_app import ITERATIONS_QUEUE
 from shared.db import session_scope
+from shared.event_payloads import NoWorkers, WorkersBack
 from shared.events import EventBus
 from shared.models import Iteration, IterationStatus, Project, ProjectStatus, unfinished
 from shared.settings import Settings
@@ -156,8 +156,7 @@ class WorkerWatch:
                 if project.status != ProjectStatus.RUNNING:
                     continue
                 project.waiting_for_worker_since = since[project.id]
-                data = {"since": since[project.id].isoformat(), "queue": ITERATIONS_QUEUE}
-                out.event(project.id, events.NO_WORKERS, data)
+                out.event(project.id, NoWorkers(since=since[project.id], queue=ITERATIONS_QUEUE))
                 marked.append(project.id)
         if marked:
             log.warning("no worker consumes the %s queue; %d project(s) wait", ITERATIONS_QUEUE, len(marked))
@@ -169,8 +168,7 @@ class WorkerWatch:
             for project in self._locked(out.session, marked, marked=True):
                 waited_s = (now - _utc(project.waiting_for_worker_since or now)).total_seconds()
                 project.waiting_for_worker_since = None
-                data = {"workers": consumers, "waited_s": round(max(waited_s, 0.0), 1)}
-                out.event(project.id, events.WORKERS_BACK, data)
+                out.event(project.id, WorkersBack(workers=consumers, waited_s=round(max(waited_s, 0.0), 1)))
                 cleared.append(project.id)
         return cleared
 

@@ -16,7 +16,8 @@ from orchestrator.scheduling.outbox import Outbox
 from orchestrator.scheduling.transitions import end
 from shared import dag
 from shared.dag import Plan, TaskKind, TaskSpec
-from shared.models import Agent, AgentStatus, Project, ProjectStatus, Task, TaskStatus, utcnow
+from shared.event_payloads import ProjectCompleted
+from shared.models import Agent, AgentStatus, Project, Task, TaskStatus, utcnow
 from shared.project_config import ProjectConfig
 
 PLAN_TASK = "plan"
@@ -91,7 +92,7 @@ def start_ready_tasks(out: Outbox, project: Project, config: ProjectConfig) -> N
     tasks = _tasks(out, project)
     done = {t.key for t in tasks if t.status == TaskStatus.COMPLETED}
     if tasks and len(done) == len(tasks):
-        end(out, project, ProjectStatus.COMPLETED, None, {"tasks": len(tasks)})
+        end(out, project, ProjectCompleted(tasks=len(tasks)))
         return
     running = {t.key for t in tasks if t.status == TaskStatus.RUNNING}
     specs = [TaskSpec(id=t.key, title=t.title, depends_on=list(t.depends_on)) for t in tasks]

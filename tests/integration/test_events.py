@@ -15,10 +15,22 @@ import redis
 from orchestrator.queries.follow import follow
 from shared import events
 from shared.db import session_scope
+from shared.event_payloads import AgentOutputChunk, ProjectCompleted, ProjectFailed, PromptUpdated, payload
 from shared.events import NullBus, RedisBus
 from shared.models import Project, utcnow
 
 pytestmark = pytest.mark.integration
+_COMPLETED = ProjectCompleted(tasks=1)
+
+
+def _say(text: str) -> AgentOutputChunk:
+    return AgentOutputChunk(text=text)
+
+
+def _said(event: events.EventOut) -> str:
+    """What a chunk said, or the type of any other event."""
+    data = payload(event)
+    return data.text if isinstance(data, AgentOutputChunk) else event.type
 
 
 @pytest.fixture
@@ -33,7 +45,7 @@ def project_id(database_url: str) -> str:
 def test_seq_is_gapless_under_concurrent_writers(project_id: str) -> None:
     def write(n: int) -> None:
         for i in range(n):
-            events.emit(NullBus(), project_id, "tick", {"i": i})
+            events.emit(NullBus(), project_id, PromptUpdated(chars=i))
 
     threads = [threading.Thread(target=write, args=(10,)) for _ in range(4)]
     for t in threads:
@@ -55,19 +67,19 @@ def test_follower_fills_a_missed_live_message_from_the_database(project_id: str,
     consumer = threading.Thread(target=consume)
     consumer.start()
     time.sleep(0.3)
-    events.emit(bus, project_id, "one")
-    events.emit(NullBus(), project_id, "lost_on_the_wire")  # written, never published
-    events.emit(bus, project_id, "three")
-    events.emit(bus, project_id, events.PROJECT_COMPLETED)
+    events.emit(bus, project_id, _say("one"))
+    events.emit(NullBus(), project_id, _say("lost_on_the_wire"))  # written, never published
+    events.emit(bus, project_id, _say("three"))
+    events.emit(bus, project_id, _COMPLETED)
     consumer.join(timeout=20)
     assert not consumer.is_alive()
-    assert [e.type for e in received] == ["one", "lost_on_the_wire", "three", "project_completed"]
+    assert [_said(e) for e in received] == ["one", "lost_on_the_wire", "three", "project_completed"]
     assert [e.seq for e in received] == [1, 2, 3, 4]
 
 
 def test_follower_resumes_after_its_last_seq(project_id: str, redis_url: str) -> None:
-    for name in ("a", "b", "c", events.PROJECT_FAILED):
-        events.emit(NullBus(), project_id, name)
+    for written in (_say("a"), _say("b"), _say("c"), ProjectFailed(reason="r", task="t")):
+        events.emit(NullBus(), project_id, written)
     resumed = list(follow(redis_url, project_id, after_seq=2, idle_timeout_s=5))
     assert [e.seq for e in resumed] == [3, 4]
 
@@ -78,7 +90,7 @@ def test_a_published_event_reaches_a_follower_live_without_waiting_for_a_poll(
     # Given a follower that has read the history and will not read the database again for an
     # hour unless pub/sub wakes it (the poll that fills gaps is what could hide a broken publish)
     poll_interval_s = 3600.0
-    events.emit(NullBus(), project_id, "history")
+    events.emit(NullBus(), project_id, _say("history"))
     received: queue.Queue[events.EventOut] = queue.Queue()
 
     def consume() -> None:
@@ -87,19 +99,19 @@ def test_a_published_event_reaches_a_follower_live_without_waiting_for_a_poll(
 
     consumer = threading.Thread(target=consume, daemon=True)
     consumer.start()
-    assert received.get(timeout=30).type == "history"
+    assert _said(received.get(timeout=30)) == "history"
     try:
         # When an event is recorded and published on Redis, as every part of the service does
-        events.emit(RedisBus(redis_url), project_id, "live")
+        events.emit(RedisBus(redis_url), project_id, _say("live"))
         # Then it arrives long before the database is read again: only pub/sub can bring it
         try:
             arrived = received.get(timeout=poll_interval_s / 100)
         except queue.Empty:
             pytest.fail(f"no live event within {poll_interval_s / 100:.0f} s: is publishing on Redis broken?")
-        assert (arrived.type, arrived.seq) == ("live", 2)
+        assert (_said(arrived), arrived.seq) == ("live", 2)
     finally:
         # The follower ends either way: a terminal event, and a wake-up this test publishes itself
-        end = events.emit(NullBus(), project_id, events.PROJECT_COMPLETED)
+        end = events.emit(NullBus(), project_id, _COMPLETED)
         with redis.Redis.from_url(redis_url) as client:
             client.publish(events.channel(project_id), end.model_dump_json())
         consumer.join(timeout=30)

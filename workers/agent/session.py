@@ -17,10 +17,20 @@ from typing import Any
 import anthropic
 from pydantic import ValidationError
 
-from shared import budget, events
+from shared import budget
 from shared.categories import DEFAULT_CATEGORIES
 from shared.dag import Plan, validate_dag
 from shared.errors import InvalidInput
+from shared.event_payloads import (
+    AgentOutputChunk,
+    AgentToolCall,
+    BudgetWarning,
+    LlmRetry,
+    RateLimitWait,
+    SubagentSpawned,
+    ToolExecuted,
+)
+from shared.events import EventData
 from shared.models import ErrorKind
 from shared.pricing import find_price
 from workers import records
@@ -41,7 +51,7 @@ BUDGET_POLL_S = 0.25
 MAX_TOKENS_CEILING = 64_000
 
 
-Emit = Callable[[str, dict[str, Any]], None]
+Emit = Callable[[EventData], None]
 
 
 class SessionFailure(Exception):
@@ -91,7 +101,7 @@ class AgentSession:
         self.window_tokens = self.config.context_window_tokens
         category = self.config.category(claim.category)
         self.tools = prompts.tools_for(claim, tool_specs(category.tools or TOOL_NAMES))
-        self.output = OutputCoalescer(lambda text: self.emit(events.AGENT_OUTPUT_CHUNK, {"text": text}))
+        self.output = OutputCoalescer(lambda text: self.emit(AgentOutputChunk(text=text)))
 
     def _reserve(self, window: list[dict[str, Any]]) -> None:
         """Reserve the next call's worst-case cost, or end the session: the budget is spent.
@@ -118,7 +128,7 @@ class AgentSession:
             return None
 
         def waiting(wait_s: float, limit: str) -> None:
-            self.emit(events.RATE_LIMIT_WAIT, {"wait_s": round(wait_s, 2), "limit": limit})
+            self.emit(RateLimitWait(wait_s=round(wait_s, 2), limit=limit))
 
         size = context.estimate_tokens([*window, {"system": prompts.system_blocks(self.claim)}])
         try:
@@ -141,10 +151,7 @@ class AgentSession:
         )
         self.seq += 1
         if settlement is not None and settlement.warn:
-            self.emit(
-                events.BUDGET_WARNING,
-                {"spent_usd": str(settlement.spent_usd), "limit_usd": str(settlement.limit_usd)},
-            )
+            self.emit(BudgetWarning(spent_usd=settlement.spent_usd, limit_usd=settlement.limit_usd))
 
     def _opening(self) -> list[dict[str, Any]]:
         opening = prompts.first_message(self.claim)
@@ -195,13 +202,9 @@ class AgentSession:
                 msg = "reply cut off at max_tokens even with the largest limit"
                 raise SessionFailure(ErrorKind.MAX_TOKENS, msg)
             self.max_tokens = min(MAX_TOKENS_CEILING, self.max_tokens * 2)
+            discarded = len(reply.tool_uses())
             self.emit(
-                events.LLM_RETRY,
-                {
-                    "reason": "max_tokens",
-                    "tool_calls_discarded": len(reply.tool_uses()),
-                    "max_tokens": self.max_tokens,
-                },
+                LlmRetry(reason="max_tokens", tool_calls_discarded=discarded, max_tokens=self.max_tokens)
             )
             return messages
         note = {"type": "text", "text": "Your reply was cut off at max_tokens; continue where it stopped."}
@@ -258,13 +261,9 @@ class AgentSession:
             if waited > self.policy.max_total_wait_s:
                 break
             self.emit(
-                events.LLM_RETRY,
-                {
-                    "reason": kind.value,
-                    "error": _describe(failure),
-                    "attempt": attempt + 1,
-                    "delay_s": round(delay, 2),
-                },
+                LlmRetry(
+                    reason=kind.value, error=_describe(failure), attempt=attempt + 1, delay_s=round(delay, 2)
+                )
             )
             time.sleep(delay)
         msg = f"LLM call failed after {self.policy.max_attempts} attempts"
@@ -291,7 +290,7 @@ class AgentSession:
 
     def _run_tool(self, block: dict[str, Any], reply: llm.Reply, result: SessionResult) -> dict[str, Any]:
         name, args, use_id = block["name"], block.get("input"), block["id"]
-        self.emit(events.AGENT_TOOL_CALL, {"tool": name, "input": args, "tool_use_id": use_id})
+        self.emit(AgentToolCall(tool=name, input=args, tool_use_id=use_id))
         if use_id in reply.invalid_tool_inputs:
             raw = reply.invalid_tool_inputs[use_id][:200]
             content, is_error = (
@@ -310,8 +309,7 @@ class AgentSession:
             outcome = execute(self.sandbox, name, args, denylist=self.config.denylist)
             content, is_error = outcome.content, outcome.is_error
         self.emit(
-            events.TOOL_EXECUTED,
-            {"tool": name, "tool_use_id": use_id, "is_error": is_error, "output": content[:PREVIEW_CHARS]},
+            ToolExecuted(tool=name, tool_use_id=use_id, is_error=is_error, output=content[:PREVIEW_CHARS])
         )
         return _tool_result(use_id, content, is_error)
 
@@ -326,7 +324,7 @@ class AgentSession:
             return f"Refused: unknown category {category!r}; known: {', '.join(sorted(known))}.", True
         parallel = self.config.category(category).parallel
         agent_id = records.spawn(self.claim, category, str(args["prompt"]), parallel)
-        self.emit(events.SUBAGENT_SPAWNED, {"agent_id": agent_id, "category": category, "parallel": parallel})
+        self.emit(SubagentSpawned(agent_id=agent_id, category=category, parallel=parallel))
         return (
             f"Subagent {agent_id} ({category}) starts when this iteration ends; its report comes to your "
             "next iteration. End your turn once you have spawned what you need.",

@@ -1,0 +1,217 @@
+"""What each event says: one model per event type, read and written through the same class.
+
+A writer builds the payload and hands it over (``events.record``, ``events.emit``,
+``Outbox.event``, a worker's ``emit``); the event's type is the payload's ``TYPE``. A reader
+turns an event back into its payload with :func:`payload` and branches on the class. The row
+and the wire hold :meth:`EventData.data`: the payload as JSON with the fields its writer left out
+left out, so each type's stored JSON is what it has always been.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import PlainSerializer
+
+from shared import events
+from shared.events import EventData
+from shared.models import ErrorKind
+from shared.schemas import EventOut
+
+# Written as Python's isoformat ("+00:00"), as this event always was, not pydantic's "Z".
+IsoDatetime = Annotated[datetime, PlainSerializer(lambda moment: moment.isoformat(), return_type=str)]
+
+
+class ProjectCreated(EventData):
+    TYPE = events.PROJECT_CREATED
+    name: str
+
+
+class ProjectStarted(EventData):
+    TYPE = events.PROJECT_STARTED
+    workflow: str
+
+
+class ProjectPaused(EventData):
+    TYPE = events.PROJECT_PAUSED
+    reason: str
+    """What resuming waits for: user, budget_exceeded, circuit_breaker, api_key_required."""
+    message: str
+
+
+class ProjectResumed(EventData):
+    TYPE = events.PROJECT_RESUMED
+    by: str
+
+
+class ProjectStopped(EventData):
+    TYPE = events.PROJECT_STOPPED
+    reason: str
+
+
+class ProjectCompleted(EventData):
+    TYPE = events.PROJECT_COMPLETED
+    tasks: int
+
+
+class ProjectFailed(EventData):
+    TYPE = events.PROJECT_FAILED
+    reason: str
+    task: str
+
+
+class IterationStarted(EventData):
+    TYPE = events.ITERATION_STARTED
+    number: int
+    attempt: int
+    worker: str | None
+
+
+class IterationComplete(EventData):
+    TYPE = events.ITERATION_COMPLETE
+    number: int
+    completed_task: bool
+    summary: str | None
+    files_changed: list[str]
+    commit: str | None
+
+
+class IterationError(EventData):
+    TYPE = events.ITERATION_ERROR
+    number: int
+    error: str
+    kind: ErrorKind | None
+
+
+class AgentOutputChunk(EventData):
+    """Text the model streamed, coalesced into chunks (the one high-volume event)."""
+
+    TYPE = events.AGENT_OUTPUT_CHUNK
+    text: str
+
+
+class AgentToolCall(EventData):
+    TYPE = events.AGENT_TOOL_CALL
+    tool: str
+    input: Any
+    """As the model sent it: usually an object, but nothing checked it yet."""
+    tool_use_id: str
+
+
+class ToolExecuted(EventData):
+    """A tool's result; the validator's check command gives ``command`` and ``exit_code``
+    instead of a ``tool_use_id``."""
+
+    TYPE = events.TOOL_EXECUTED
+    tool: str
+    tool_use_id: str | None = None
+    command: str | None = None
+    exit_code: int | None = None
+    is_error: bool
+    output: str
+
+
+class LlmRetry(EventData):
+    """An LLM call tried again: after an error (``error``, ``attempt``, ``delay_s``) or after a
+    reply cut off at max_tokens with tool calls (``tool_calls_discarded``, the new ``max_tokens``)."""
+
+    TYPE = events.LLM_RETRY
+    reason: str
+    tool_calls_discarded: int | None = None
+    max_tokens: int | None = None
+    error: str | None = None
+    attempt: int | None = None
+    delay_s: float | None = None
+
+
+class BudgetWarning(EventData):
+    TYPE = events.BUDGET_WARNING
+    spent_usd: Decimal
+    limit_usd: Decimal
+
+
+class BudgetExceeded(EventData):
+    TYPE = events.BUDGET_EXCEEDED
+    spent_usd: Decimal
+    limit_usd: Decimal
+
+
+class ApiKeyRequired(EventData):
+    TYPE = events.API_KEY_REQUIRED
+    error: str | None
+
+
+class PromptUpdated(EventData):
+    TYPE = events.PROMPT_UPDATED
+    chars: int
+
+
+class BudgetChanged(EventData):
+    TYPE = events.BUDGET_CHANGED
+    limit_usd: Decimal
+
+
+TripReason = Literal["consecutive_failures", "no_progress", "same_error", "timeout", "half_open_failed"]
+
+
+class Trip(EventData):
+    """Why the circuit breaker opened (orchestrator.scheduling.breaker decides it)."""
+
+    TYPE = events.CIRCUIT_BREAKER_TRIGGERED
+    reason: TripReason
+    numbers: dict[str, int | float]
+    message: str
+
+
+class SubagentSpawned(EventData):
+    TYPE = events.SUBAGENT_SPAWNED
+    agent_id: str
+    category: str
+    parallel: bool
+
+
+class TaskValidated(EventData):
+    TYPE = events.TASK_VALIDATED
+    task: str
+    passed: bool
+
+
+class RateLimitWait(EventData):
+    TYPE = events.RATE_LIMIT_WAIT
+    wait_s: float
+    limit: str
+
+
+class NoWorkers(EventData):
+    """No live worker consumes ``queue`` while the project's iterations wait there."""
+
+    TYPE = events.NO_WORKERS
+    since: IsoDatetime
+    queue: str
+
+
+class WorkersBack(EventData):
+    TYPE = events.WORKERS_BACK
+    workers: list[str]
+    waited_s: float
+
+
+#: Every event type's payload model, by type.
+PAYLOADS: dict[str, type[EventData]] = {
+    model.TYPE: model
+    for model in (
+        ProjectCreated, ProjectStarted, ProjectPaused, ProjectResumed, ProjectStopped,
+        ProjectCompleted, ProjectFailed, IterationStarted, IterationComplete, IterationError,
+        AgentOutputChunk, AgentToolCall, ToolExecuted, LlmRetry, BudgetWarning, BudgetExceeded,
+        ApiKeyRequired, PromptUpdated, BudgetChanged, Trip, SubagentSpawned, TaskValidated,
+        RateLimitWait, NoWorkers, WorkersBack,
+    )
+}  # fmt: skip
+
+
+def payload(event: EventOut) -> EventData | None:
+    """The event's payload as its model; None for a type this version does not know."""
+    model = PAYLOADS.get(event.type)
+    return model.model_validate(event.data) if model is not None else None
