@@ -19,8 +19,24 @@ from tests.support.records import (
     tool_results,
     workspace_git,
 )
+from workers.tools import TOOL_NAMES, TOOLS
+from workers.tools.base import input_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
+
+
+def test_the_model_is_shown_each_tools_schema_generated_from_its_argument_model(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    with engine({"responses": [text("Nothing to do.")]}, tmp_path) as eng:
+        project_id = eng.submit()
+        eng.run_next(project_id)
+
+        (body,) = bodies(eng, project_id)
+    shown = {spec["name"]: spec["input_schema"] for spec in body["tools"]}
+    assert {name: shown[name] for name in TOOL_NAMES} == {
+        name: input_schema(TOOLS[name].args_model) for name in TOOL_NAMES
+    }
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from shared.errors import InvalidInput, SandboxError, ToolTimeout
 from workers.sandbox.base import ExecResult, SandboxLimits
 from workers.sandbox.local import LocalSandbox
 from workers.tools import TOOL_NAMES, TOOLS, execute, tool_specs
+from workers.tools.base import input_schema
 
 pytestmark = pytest.mark.unit
 
@@ -43,14 +44,19 @@ def test_tool_specs_refuses_an_unknown_name() -> None:
 
 
 @pytest.mark.parametrize("name", TOOL_NAMES)
-def test_each_schema_matches_its_validation_model(name: str) -> None:
+def test_each_published_schema_is_generated_from_its_argument_model(name: str) -> None:
     tool = TOOLS[name]
-    schema = tool.input_schema
+    schema = tool.spec()["input_schema"]
     fields = tool.args_model.model_fields
-    assert set(schema["properties"]) == set(fields)
+    assert schema == input_schema(tool.args_model)
+    assert list(schema["properties"]) == list(fields)
     assert set(schema["required"]) == {f for f, info in fields.items() if info.is_required()}
     for prop in schema["properties"].values():
+        # Described for the model; an optional argument is its type alone, never "or null".
         assert prop["description"]
+        assert "title" not in prop
+        assert "anyOf" not in prop
+        assert prop.get("default", "") is not None
 
 
 @pytest.mark.parametrize(

@@ -1,17 +1,20 @@
-"""What a tool is: a name, a description the model reads, a JSON schema, and a run method.
+"""What a tool is: a name, a description the model reads, an argument model, and a run method.
 
 Arguments come from the model, so they are untrusted: each tool validates them with a strict
-pydantic model that mirrors its published JSON schema, and every failure becomes a
-:class:`ToolResult` with ``is_error=True`` and one sentence saying what to do differently.
+pydantic model, the same model its published JSON schema is generated from (:func:`input_schema`),
+and every failure becomes a :class:`ToolResult` with ``is_error=True`` and one sentence saying
+what to do differently.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
 
 from workers.sandbox.base import Sandbox
 
@@ -28,9 +31,43 @@ def error(message: str) -> ToolResult:
 
 
 class ToolArgs(BaseModel):
-    """Base of the argument models: no unknown keys, no type coercion ("5" is not 5)."""
+    """Base of the argument models: no unknown keys, no type coercion ("5" is not 5). Each field's
+    description is what the model reads about that argument."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _ToolSchema(GenerateJsonSchema):
+    """A JSON schema as the Anthropic tool format takes it: no titles, and an optional argument
+    is its type alone (the model leaves it out; it never needs to send null)."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
+        return self.generate_inner(schema["schema"])
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        generated = super().default_schema(schema)
+        if generated.get("default", 0) is None:
+            del generated["default"]
+        return generated
+
+    def generate(self, schema: CoreSchema, mode: JsonSchemaMode = "validation") -> JsonSchemaValue:
+        generated = super().generate(schema, mode)
+        generated.pop("title", None)
+        generated.setdefault("required", [])
+        return generated
+
+
+def input_schema(args_model: type[ToolArgs]) -> dict[str, Any]:
+    """The ``input_schema`` the model is shown: generated from the model that validates the input."""
+    return args_model.model_json_schema(schema_generator=_ToolSchema)
+
+
+#: A path argument, described the same for every file tool.
+_PATH = "Path relative to the workspace root (or absolute inside the workspace)."
+WorkspacePath = Annotated[str, Field(min_length=1, description=_PATH)]
 
 
 A = TypeVar("A", bound=ToolArgs)
@@ -41,12 +78,12 @@ class Tool(ABC, Generic[A]):
 
     name: ClassVar[str]
     description: ClassVar[str]
-    input_schema: ClassVar[dict[str, Any]]
     args_model: type[A]
 
     def spec(self) -> dict[str, Any]:
         """The tool in the Anthropic ``tools=`` format."""
-        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+        schema = input_schema(self.args_model)
+        return {"name": self.name, "description": self.description, "input_schema": schema}
 
     def with_policy(self, denylist: Sequence[str]) -> Tool[A]:
         """This tool under a project's command denylist (only bash cares)."""
@@ -57,7 +94,7 @@ class Tool(ABC, Generic[A]):
         try:
             parsed = self.args_model.model_validate(args)
         except ValidationError as e:
-            return error(f"{self.name}: {describe(e, self.input_schema)}")
+            return error(f"{self.name}: {describe(e, self.args_model)}")
         return self.invoke(sandbox, parsed)
 
     @abstractmethod
@@ -65,24 +102,13 @@ class Tool(ABC, Generic[A]):
         """Do the work; may raise sandbox errors, which :func:`workers.tools.execute` reports."""
 
 
-def describe(e: ValidationError, schema: dict[str, Any]) -> str:
+def describe(e: ValidationError, args_model: type[ToolArgs]) -> str:
     """The first validation problem as one sentence the model can act on."""
     first = e.errors()[0]
     field = ".".join(str(part) for part in first["loc"]) or "arguments"
-    allowed = ", ".join(schema.get("properties", {}))
+    allowed = ", ".join(args_model.model_fields)
     if first["type"] == "missing":
         return f"missing required argument '{field}'"
     if first["type"] == "extra_forbidden":
         return f"unexpected argument '{field}'; the arguments are: {allowed}"
     return f"argument '{field}': {first['msg'].lower()}"
-
-
-def obj_schema(properties: dict[str, dict[str, Any]], required: list[str]) -> dict[str, Any]:
-    """A closed JSON object schema (no properties beyond those listed)."""
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
-PATH_PROPERTY: dict[str, Any] = {
-    "type": "string",
-    "description": "Path relative to the workspace root (or absolute inside the workspace).",
-}

@@ -9,14 +9,18 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from workers.sandbox.base import Sandbox
-from workers.tools.base import Tool, ToolArgs, ToolResult, error, obj_schema
+from workers.tools.base import Tool, ToolArgs, ToolResult, error
 
 log = logging.getLogger(__name__)
 
 
 class BashArgs(ToolArgs):
-    command: str = Field(min_length=1)
-    timeout_s: float | None = Field(default=None, gt=0)
+    command: str = Field(min_length=1, description="The bash command line to run.")
+    timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds before the command is killed; capped at the project's timeout.",
+    )
 
 
 class BashTool(Tool[BashArgs]):
@@ -32,17 +36,6 @@ class BashTool(Tool[BashArgs]):
         "the maximum, is the project's command timeout (120 s unless configured). Commands "
         "matching the project's denylist are refused. Use the read, write, edit, glob and grep "
         "tools for files rather than cat, sed or find."
-    )
-    input_schema = obj_schema(
-        {
-            "command": {"type": "string", "description": "The bash command line to run."},
-            "timeout_s": {
-                "type": "number",
-                "exclusiveMinimum": 0,
-                "description": "Seconds before the command is killed; capped at the project's timeout.",
-            },
-        },
-        ["command"],
     )
     args_model = BashArgs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.sandbox.base import Sandbox
-from workers.tools.base import PATH_PROPERTY, Tool, ToolArgs, ToolResult, error, obj_schema
+from workers.tools.base import Tool, ToolArgs, ToolResult, WorkspacePath, error
 
 DEFAULT_LINES = 2000
 MAX_LINE_CHARS = 2000
@@ -24,9 +24,9 @@ def _text(sandbox: Sandbox, tool: str, path: str) -> str | ToolResult:
 
 
 class ReadArgs(ToolArgs):
-    path: str = Field(min_length=1)
-    start_line: int | None = Field(default=None, ge=1)
-    end_line: int | None = Field(default=None, ge=1)
+    path: WorkspacePath
+    start_line: int | None = Field(default=None, ge=1, description="First line to show (1-based).")
+    end_line: int | None = Field(default=None, ge=1, description="Last line to show (inclusive).")
 
 
 class ReadTool(Tool[ReadArgs]):
@@ -38,14 +38,6 @@ class ReadTool(Tool[ReadArgs]):
         "the end says how many lines the file has when not all are shown. Lines longer than "
         f"{MAX_LINE_CHARS} characters are cut, and at most {MAX_READ_CHARS} characters are "
         "returned per call. Binary files are refused."
-    )
-    input_schema = obj_schema(
-        {
-            "path": PATH_PROPERTY,
-            "start_line": {"type": "integer", "minimum": 1, "description": "First line to show (1-based)."},
-            "end_line": {"type": "integer", "minimum": 1, "description": "Last line to show (inclusive)."},
-        },
-        ["path"],
     )
     args_model = ReadArgs
 
@@ -83,8 +75,8 @@ def _numbered(lines: list[str], start: int, end: int) -> str:
 
 
 class WriteArgs(ToolArgs):
-    path: str = Field(min_length=1)
-    content: str
+    path: WorkspacePath
+    content: str = Field(description="The complete new contents.")
 
 
 class WriteTool(Tool[WriteArgs]):
@@ -93,10 +85,6 @@ class WriteTool(Tool[WriteArgs]):
         "Create a file of the workspace, or replace all of its contents, with exactly `content` "
         "(written as UTF-8). Missing parent directories are created. Returns the number of bytes "
         "written. To change part of an existing file, use edit."
-    )
-    input_schema = obj_schema(
-        {"path": PATH_PROPERTY, "content": {"type": "string", "description": "The complete new contents."}},
-        ["path", "content"],
     )
     args_model = WriteArgs
 
@@ -107,9 +95,9 @@ class WriteTool(Tool[WriteArgs]):
 
 
 class EditArgs(ToolArgs):
-    path: str = Field(min_length=1)
-    old_text: str = Field(min_length=1)
-    new_text: str
+    path: WorkspacePath
+    old_text: str = Field(min_length=1, description="Exact text to replace.")
+    new_text: str = Field(description="Text to put in its place.")
 
 
 class EditTool(Tool[EditArgs]):
@@ -120,14 +108,6 @@ class EditTool(Tool[EditArgs]):
         "occur exactly once; otherwise nothing is changed and the error says whether it was not "
         "found or how many times it occurs (then include more surrounding lines to make it "
         "unique). new_text may be empty to delete old_text."
-    )
-    input_schema = obj_schema(
-        {
-            "path": PATH_PROPERTY,
-            "old_text": {"type": "string", "minLength": 1, "description": "Exact text to replace."},
-            "new_text": {"type": "string", "description": "Text to put in its place."},
-        },
-        ["path", "old_text", "new_text"],
     )
     args_model = EditArgs
 

@@ -6,11 +6,11 @@ from pydantic import Field
 
 from workers.sandbox.base import Sandbox
 from workers.sandbox.helper import GLOB_LIMIT
-from workers.tools.base import PATH_PROPERTY, Tool, ToolArgs, ToolResult, error, obj_schema
+from workers.tools.base import Tool, ToolArgs, ToolResult, error
 
 
 class GlobArgs(ToolArgs):
-    pattern: str = Field(min_length=1)
+    pattern: str = Field(min_length=1, description="Glob pattern relative to the workspace root.")
 
 
 class GlobTool(Tool[GlobArgs]):
@@ -23,10 +23,6 @@ class GlobTool(Tool[GlobArgs]):
         "dot; .git is not searched unless named; symbolic links are listed but not followed. "
         f"At most {GLOB_LIMIT} paths are returned."
     )
-    input_schema = obj_schema(
-        {"pattern": {"type": "string", "description": "Glob pattern relative to the workspace root."}},
-        ["pattern"],
-    )
     args_model = GlobArgs
 
     def invoke(self, sandbox: Sandbox, args: GlobArgs) -> ToolResult:
@@ -38,10 +34,12 @@ class GlobTool(Tool[GlobArgs]):
 
 
 class GrepArgs(ToolArgs):
-    pattern: str = Field(min_length=1)
-    path: str = Field(default=".", min_length=1)
-    glob: str | None = Field(default=None, min_length=1)
-    ignore_case: bool = False
+    pattern: str = Field(min_length=1, description="Regular expression to search for.")
+    path: str = Field(
+        default=".", min_length=1, description="File or directory to search; default the workspace root."
+    )
+    glob: str | None = Field(default=None, min_length=1, description="Only search files matching this glob.")
+    ignore_case: bool = Field(default=False, description="Case-insensitive search (default false).")
 
 
 class GrepTool(Tool[GrepArgs]):
@@ -54,16 +52,6 @@ class GrepTool(Tool[GrepArgs]):
         "match, line numbers from 1. Files ignored by .gitignore, hidden files and binary files "
         "are skipped; lines longer than 400 characters are shortened; output beyond the "
         "project's limit is cut with a note '[output truncated: N bytes cut]'."
-    )
-    input_schema = obj_schema(
-        {
-            "pattern": {"type": "string", "description": "Regular expression to search for."},
-            "path": PATH_PROPERTY
-            | {"description": "File or directory to search; default the workspace root."},
-            "glob": {"type": "string", "description": "Only search files matching this glob."},
-            "ignore_case": {"type": "boolean", "description": "Case-insensitive search (default false)."},
-        },
-        ["pattern"],
     )
     args_model = GrepArgs
 
