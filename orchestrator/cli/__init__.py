@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from orchestrator.cli.exit_codes import ExitCode
 from shared.errors import RaasError
 from shared.settings import get_settings
 
@@ -47,7 +48,7 @@ def main() -> None:
     except RaasError as exc:
         # One line, never wrapped: scripts and tests read it.
         sys.stderr.write("error: " + " ".join(str(exc).split()) + "\n")
-        sys.exit(1)
+        sys.exit(ExitCode.ERROR)
 
 
 # Registered last: the command modules import what is defined above. Their order is the order

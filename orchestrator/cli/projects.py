@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli import INSPECT, PROJECTS, JsonFlag, api, app, out, print_json
+from orchestrator.cli.exit_codes import ExitCode
 from shared.errors import InvalidInput, ServiceUnavailable
 from shared.event_payloads import (
     AgentOutputChunk,
@@ -23,9 +24,8 @@ from shared.event_payloads import (
     payload,
 )
 from shared.events import TERMINAL_EVENTS
+from shared.models import ProjectStatus
 from shared.schemas import EventOut
-
-EXIT_FOR_STATUS = {"completed": 0, "failed": 1, "stopped": 1, "paused": 2}
 
 
 @app.command(rich_help_panel=PROJECTS)
@@ -269,5 +269,5 @@ def follow(project_id: str, as_json: JsonFlag = False) -> None:
                 raise
             time.sleep(1)
     if final is None:
-        raise typer.Exit(1)
-    raise typer.Exit(EXIT_FOR_STATUS.get(final.removeprefix("project_"), 1))
+        raise typer.Exit(ExitCode.FAILED)
+    raise typer.Exit(ExitCode.for_status(ProjectStatus(final.removeprefix("project_"))))

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli import ADMIN, PROJECTS, SERVICES, app, err
+from orchestrator.cli.exit_codes import ExitCode
 from shared.settings import get_settings
 
 
@@ -22,11 +23,17 @@ def run(
     """Run a project to its end on this machine, no servers: SQLite, an in-process worker.
 
     Exits 0 when it completed, 1 when it failed or was stopped, 2 when it paused (the last
-    line says why), 130 on Ctrl-C (after stopping the project).
+    line says why), 130 on Ctrl-C and 143 on SIGTERM (after stopping the project).
     """
-    from orchestrator.embedded.run import run_directory
+    from orchestrator.embedded.run import Terminated, run_directory
 
-    raise typer.Exit(run_directory(directory, sandbox))
+    try:
+        status = run_directory(directory, sandbox)
+    except Terminated:
+        raise typer.Exit(ExitCode.TERMINATED) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    raise typer.Exit(ExitCode.for_status(status))
 
 
 @app.command(rich_help_panel=PROJECTS)

@@ -3,8 +3,9 @@
 Every check (the project directory, the Claude key, git, a sandbox, the data directory) comes
 before anything is written, so bad input leaves no database, workspace or project behind.
 
-Exit codes: 0 completed; 1 failed or stopped; 2 paused, with the reason (budget, circuit
-breaker, API key); 130 interrupted by Ctrl-C (143 by SIGTERM), after stopping the project.
+It returns how the project ended, which ``raas run`` turns into its exit code
+(``orchestrator.cli.exit_codes``); Ctrl-C (or SIGTERM) stops the project, says how it ended,
+and is raised again.
 """
 
 from __future__ import annotations
@@ -34,11 +35,7 @@ from workers.llm import client as llm
 from workers.sandbox.choice import SandboxChoice, SandboxKind, choose_sandbox
 
 log = logging.getLogger(__name__)
-EXIT_FOR_STATUS = {ProjectStatus.COMPLETED: 0, ProjectStatus.FAILED: 1, ProjectStatus.STOPPED: 1}
 SANDBOX_KINDS = typing.get_args(SandboxKind)
-EXIT_PAUSED = 2
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 143
 # The reason code the scheduler pauses with -> what to call it and what the user can do.
 PAUSES = {
     "budget_exceeded": ("budget", "raise [budget] limit_usd in raas.toml to let it go further"),
@@ -59,7 +56,7 @@ class Plan:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, handled like Ctrl-C: stop the project cleanly, then exit 143."""
+    """SIGTERM, handled like Ctrl-C: stop the project cleanly, then end the run."""
 
 
 def _terminated(_signum: int, _frame: FrameType | None) -> None:
@@ -93,8 +90,12 @@ def check(directory: Path, sandbox: str | None, tmp: Path) -> Plan:
     return Plan(directory, archive, settings, config, choice)
 
 
-def run_directory(directory: Path, sandbox: str | None = None) -> int:
-    """Run the project in ``directory`` to its end; return the exit code."""
+def run_directory(directory: Path, sandbox: str | None = None) -> ProjectStatus:
+    """Run the project in ``directory`` to its end; return how it ended.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C (``Terminated``: SIGTERM), once the project has stopped.
+    """
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with tempfile.TemporaryDirectory(prefix="raas-run-") as tmp:
@@ -112,19 +113,18 @@ def run_directory(directory: Path, sandbox: str | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
-def _run(engine: EmbeddedEngine, view: RunView, plan: Plan) -> int:
+def _run(engine: EmbeddedEngine, view: RunView, plan: Plan) -> ProjectStatus:
     project_id: str | None = None
     try:
         project_id = engine.create(plan.directory, plan.archive).id
         with view.showing(project_id):
             engine.begin(project_id)
             engine.wait(project_id)
-    except KeyboardInterrupt as interrupt:
-        code = EXIT_TERMINATED if isinstance(interrupt, Terminated) else EXIT_INTERRUPTED
+    except KeyboardInterrupt:
         if project_id is not None:
             _stop(engine, project_id)
             _report(plan, project_id)
-        return code
+        raise
     return _report(plan, project_id)
 
 
@@ -139,8 +139,8 @@ def _stop(engine: EmbeddedEngine, project_id: str) -> None:
         sys.stderr.write(f"quit without waiting; removed {len(removed)} sandbox container(s)\n")
 
 
-def _report(plan: Plan, project_id: str) -> int:
-    """Print how the project ended (stdout) and return the exit code for it."""
+def _report(plan: Plan, project_id: str) -> ProjectStatus:
+    """Print how the project ended (stdout) and return its status."""
     detail = projects.project_detail(project_id)
     iterations = sum(1 for it in detail.iterations if it.status.is_finished)
     totals = (
@@ -153,11 +153,9 @@ def _report(plan: Plan, project_id: str) -> int:
         code_name, _, message = reason.partition(": ")
         what, hint = PAUSES.get(code_name, (code_name or "paused", ""))
         line = f"paused ({what}): {message or reason}" + (f"; {hint}" if hint else "")
-        exit_code = EXIT_PAUSED
     else:
         line = f"{detail.status.value}: {detail.name}" + (f": {reason}" if reason else "")
-        exit_code = EXIT_FOR_STATUS.get(detail.status, 1)
     repo = workspace.repo_path(plan.settings.workspaces_dir(), project_id)
     sys.stdout.write(f"{line}\n  project {project_id}: {totals}\n  workspace: git clone {repo}\n")
     sys.stdout.flush()
-    return exit_code
+    return detail.status
