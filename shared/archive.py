@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import tarfile
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path, PurePosixPath
@@ -37,6 +38,22 @@ def pack_directory(root: Path) -> bytes:
             if EXCLUDED_DIRS.intersection(rel.parts):
                 continue
             tar.add(path, arcname=rel.as_posix(), recursive=False)
+    return buffer.getvalue()
+
+
+def pack_files(files: Mapping[str, str]) -> bytes:
+    """A gzipped tar of text files given as ``{relative path: text}`` (UTF-8), in the upload's form.
+
+    The names are not checked here: the coordinator's strict unpack refuses the whole archive if
+    one would land outside the directory.
+    """
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in sorted(files.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
 
 

@@ -7,6 +7,11 @@ Messages say what was wrong and what to do.
 from __future__ import annotations
 
 
+def one_line(exc: BaseException) -> str:
+    """An error's message as one line, never wrapped: how the CLI and the MCP tools show it."""
+    return " ".join(str(exc).split())
+
+
 class RaasError(Exception):
     """Base of every error Constellation raises on purpose."""
 

@@ -60,6 +60,12 @@ class Settings(BaseSettings):
         default="",
         description="The worker's Celery node name (`raas worker --name` wins); empty: iterations@HOST.",
     )
+    mcp_allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins (scheme://host[:port], a JSON list) whose pages may call the coordinator's "
+        "/mcp endpoint. A request with any other Origin header is refused (403): browsers send one "
+        "cross-origin, MCP clients that are not browsers send none.",
+    )
     heartbeat_interval_s: float = Field(default=5.0, description="How often a running iteration beats.")
     max_iteration_attempts: int = Field(
         default=3, description="An iteration whose worker died this many times is failed, not re-run."

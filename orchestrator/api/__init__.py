@@ -1,7 +1,8 @@
 """The coordinator's HTTP API: a thin edge that parses, calls the core and formats.
 
-Every route but those in ``PUBLIC_PATHS`` needs the bearer token, the OpenAPI schema included.
-Each module of this package holds the routes of one concern in its ``router``.
+Every route but those in ``PUBLIC_PATHS`` needs the bearer token, the OpenAPI schema included,
+and the MCP endpoint (``/mcp``, ``mcp_http``) too. Each module of this package holds the routes
+of one concern in its ``router``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from starlette.exceptions import HTTPException
 
 from orchestrator.api import ops, projects, transcripts
 from orchestrator.api.deps import Context, principal
+from orchestrator.api.mcp_http import McpEndpoint
 from orchestrator.scheduling.dispatch import Dispatcher
 from shared.errors import RaasError
 from shared.events import EventBus
@@ -65,10 +67,17 @@ async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
 
 
 def create_app(settings: Settings, dispatcher: Dispatcher, bus: EventBus) -> FastAPI:
+    ctx = Context(settings=settings, dispatcher=dispatcher, bus=bus)
+    mcp = McpEndpoint(ctx)
     app = FastAPI(
-        title="Constellation coordinator", version="0.1.0", openapi_url=None, docs_url=None, redoc_url=None
+        title="Constellation coordinator",
+        version="0.1.0",
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lambda _app: mcp.running(),
     )
-    app.state.ctx = Context(settings=settings, dispatcher=dispatcher, bus=bus)
+    app.state.ctx = ctx
     app.add_exception_handler(RaasError, _raas_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(HTTPException, _http_error)
@@ -87,4 +96,5 @@ def create_app(settings: Settings, dispatcher: Dispatcher, bus: EventBus) -> Fas
 
     for router in ROUTERS:
         app.include_router(router)
+    app.router.routes.append(mcp.route())  # checks the Origin and the token itself (mcp_http)
     return app

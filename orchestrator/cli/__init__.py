@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from orchestrator.cli.exit_codes import ExitCode
-from shared.errors import RaasError
+from shared.errors import RaasError, one_line
 from shared.settings import get_settings
 
 app = typer.Typer(name="raas", help="Constellation: Ralph-as-a-Service.", no_args_is_help=True)
@@ -47,7 +47,7 @@ def main() -> None:
         app()
     except RaasError as exc:
         # One line, never wrapped: scripts and tests read it.
-        sys.stderr.write("error: " + " ".join(str(exc).split()) + "\n")
+        sys.stderr.write("error: " + one_line(exc) + "\n")
         sys.exit(ExitCode.ERROR)
 
 
@@ -57,5 +57,6 @@ def main() -> None:
 from orchestrator.cli import projects  # noqa: E402, F401
 from orchestrator.cli import transcripts  # noqa: E402, F401
 from orchestrator.cli import servers  # noqa: E402, F401
+from orchestrator.cli import mcp_stdio  # noqa: E402, F401
 from orchestrator.cli import ops  # noqa: E402, F401
 # isort: on

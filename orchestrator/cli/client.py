@@ -114,15 +114,18 @@ class CoordinatorAPI:
         result: dict[str, Any] = self.request("GET", f"/v1/projects/{project_id}")
         return result
 
-    def events(self, project_id: str, after: int = 0, follow: bool = True) -> Iterator[EventOut]:
-        """Events from ``after`` on; with ``follow`` the stream lasts until the project ends."""
+    def events(
+        self, project_id: str, after: int = 0, follow: bool = True, idle_timeout_s: float | None = None
+    ) -> Iterator[EventOut]:
+        """Events from ``after`` on; with ``follow`` the stream lasts until the project ends, or
+        (with ``idle_timeout_s``) until nothing has come for that long."""
         params: dict[str, str | int] = {"after": after, "follow": str(follow).lower()}
         try:
             with self._http.stream(
                 "GET",
                 f"/v1/projects/{project_id}/events",
                 params=params,
-                timeout=httpx.Timeout(30.0, read=None),
+                timeout=httpx.Timeout(30.0, read=idle_timeout_s),
             ) as response:
                 if not response.is_success:
                     response.read()
@@ -131,6 +134,8 @@ class CoordinatorAPI:
                     if line.strip():
                         yield EventOut.model_validate_json(line)
         except httpx.TransportError as exc:
+            if isinstance(exc, httpx.ReadTimeout) and idle_timeout_s is not None:
+                return  # nothing new for idle_timeout_s: where the caller asked to stop
             msg = f"lost the coordinator at {self.base_url} while following ({type(exc).__name__})"
             raise errors.ServiceUnavailable(msg) from exc
 

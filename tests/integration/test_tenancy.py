@@ -94,7 +94,7 @@ def test_every_route_the_app_serves_needs_a_token_but_the_public_ones(
         # And no catch-all answers a path no route declares
         for stray in ("/", "/docs", "/redoc", "/v1", "/v1/nothing", "/static/x"):
             assert anonymous.get(stray).status_code in (401, 404), stray
-    assert ("GET", "/openapi.json") in {(method, path) for method, path, _ in served}
+    assert {("GET", "/openapi.json"), ("POST", "/mcp")} <= {(method, path) for method, path, _ in served}
     assert len(served) >= 20
 
 

@@ -1,0 +1,243 @@
+"""The MCP tools: a handful of verbs on projects, written once against a Backend.
+
+Why few and short: an MCP client pays for every tool's schema and description in its context
+before any work (a well-known peer's 96 tools cost ~39k tokens), so there are at most six and
+their listing stays under 2,000 tokens (tests/integration/test_mcp_http.py counts it). Each
+schema is generated from the pydantic model that validates the arguments, with pydantic's
+titles left out; bad arguments come back as one line naming each argument at fault, and errors
+of the ``shared.errors`` tree as the CLI's one-line messages.
+
+The functions here are synchronous (the core and the HTTP client are); the server runs them in
+a worker thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from orchestrator.mcp.backends import Action, Backend
+from orchestrator.scheduling.submission import read_project_files
+from shared.archive import pack_directory, pack_files
+from shared.errors import InvalidInput, RaasError, one_line
+from shared.models import ProjectStatus
+from shared.schemas import EventOut
+
+log = logging.getLogger(__name__)
+
+#: Inline files are for small projects; a larger one is a directory (``raas mcp``, ``raas submit``).
+MAX_INLINE_BYTES = 1024 * 1024
+#: Events one follow_events call returns at most; the next call goes on from ``next_after_seq``.
+EVENTS_PER_CALL = 100
+MAX_WAIT_S = 60.0
+#: The newest iterations project_status shows (the total is given beside them).
+STATUS_ITERATIONS = 10
+INT32_MAX = 2**31 - 1
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+ProjectId = Annotated[str, Field(min_length=1, max_length=64, description="Project id")]
+
+
+class ProjectArgs(_Args):
+    project_id: ProjectId
+
+
+class SubmitArgs(_Args):
+    files: dict[str, str] = Field(
+        default_factory=dict, description="{path: text}; PROMPT.md required, raas.toml optional"
+    )
+    name: str = Field("", max_length=200, description="Project name")
+
+    @field_validator("files")
+    @classmethod
+    def _small(cls, files: dict[str, str]) -> dict[str, str]:
+        size = sum(len(path.encode()) + len(text.encode()) for path, text in files.items())
+        if size > MAX_INLINE_BYTES:
+            msg = f"{size} bytes in all; inline files are limited to 1 MiB (submit a directory instead)"
+            raise ValueError(msg)
+        return files
+
+    @field_validator("name")
+    @classmethod
+    def _plain(cls, name: str) -> str:
+        if "\x00" in name:
+            msg = "contains a NUL byte; it must be plain text"
+            raise ValueError(msg)
+        return name
+
+
+class SubmitLocalArgs(SubmitArgs):
+    directory: str = Field("", description="Absolute path of a project directory on this machine")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SubmitLocalArgs:
+        if bool(self.directory) == bool(self.files):
+            msg = "pass either `directory` or `files`"
+            raise ValueError(msg)
+        return self
+
+
+class FollowArgs(_Args):
+    project_id: ProjectId
+    after_seq: int = Field(0, ge=0, le=INT32_MAX, description="Last seq seen (0: from the start)")
+    wait_s: float = Field(10.0, ge=0, le=MAX_WAIT_S, description="Seconds to wait if nothing is new")
+
+
+class ControlArgs(_Args):
+    project_id: ProjectId
+    action: Action
+
+
+class EventsPage(BaseModel):
+    """What follow_events answers: the events, where to go on from, and whether it is over."""
+
+    events: list[EventOut]
+    next_after_seq: int
+    status: ProjectStatus
+    ended: bool
+
+
+A = TypeVar("A", bound=_Args)
+
+
+@dataclass(frozen=True)
+class Tool(Generic[A]):
+    name: str
+    description: str
+    args: type[A]
+    run: Callable[[Backend, A], Any]
+
+    def input_schema(self) -> dict[str, Any]:
+        return _untitled(self.args.model_json_schema())
+
+
+def _untitled(schema: Any) -> Any:
+    """The schema without pydantic's "title" keys: they repeat the names, at a cost in tokens."""
+    if isinstance(schema, dict):
+        return {k: _untitled(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [_untitled(v) for v in schema]
+    return schema
+
+
+def _submit(backend: Backend, args: SubmitArgs) -> BaseModel:
+    directory = args.directory if isinstance(args, SubmitLocalArgs) else ""
+    if not directory:
+        return backend.submit(pack_files(args.files), args.name or "project")
+    root = Path(directory).expanduser()
+    if not root.is_dir():
+        msg = f"directory {directory!r} is not a directory on the machine running `raas mcp`"
+        raise InvalidInput(msg)
+    read_project_files(root)  # the coordinator's own checks, before anything is uploaded
+    return backend.submit(pack_directory(root), args.name or root.resolve().name)
+
+
+def _status(backend: Backend, args: ProjectArgs) -> dict[str, Any]:
+    detail = backend.status(args.project_id).model_dump(mode="json")
+    detail["iterations_total"] = len(detail["iterations"])
+    detail["iterations"] = detail["iterations"][-STATUS_ITERATIONS:]
+    return detail
+
+
+def _follow(backend: Backend, args: FollowArgs) -> EventsPage:
+    found = backend.history(args.project_id, args.after_seq, EVENTS_PER_CALL)
+    if not found and args.wait_s > 0 and not backend.project(args.project_id).status.is_terminal:
+        first = backend.wait_event(args.project_id, args.after_seq, args.wait_s)
+        if first is not None:
+            found = [first, *backend.history(args.project_id, first.seq, EVENTS_PER_CALL - 1)]
+    status = backend.project(args.project_id).status
+    last = found[-1].seq if found else args.after_seq
+    return EventsPage(events=found, next_after_seq=last, status=status, ended=status.is_terminal)
+
+
+def _control(backend: Backend, args: ControlArgs) -> BaseModel:
+    return backend.control(args.project_id, args.action)
+
+
+def _cost(backend: Backend, args: ProjectArgs) -> BaseModel:
+    return backend.cost(args.project_id)
+
+
+_FILES = "`files` ({path: text}, PROMPT.md required; under 1 MiB)"
+
+
+@cache
+def tools_for(reads_local_directories: bool) -> Mapping[str, Tool[Any]]:
+    """The tools by name, as a backend can serve them (a directory only where it is local)."""
+    if reads_local_directories:
+        submit: Tool[Any] = Tool(
+            "submit_project",
+            f"Submit and start a project from `directory` (on this machine) or {_FILES}. Returns its id.",
+            SubmitLocalArgs,
+            _submit,
+        )
+    else:
+        submit = Tool(
+            "submit_project",
+            f"Submit and start a project from {_FILES}. Returns its id.",
+            SubmitArgs,
+            _submit,
+        )
+    listed: list[Tool[Any]] = [
+        submit,
+        Tool(
+            "project_status",
+            "A project's status, spend, budget, agents and latest iterations.",
+            ProjectArgs,
+            _status,
+        ),
+        Tool(
+            "follow_events",
+            "Events after `after_seq`, waiting up to `wait_s` if there are none yet. "
+            "Call again with `next_after_seq` until `ended`.",
+            FollowArgs,
+            _follow,
+        ),
+        Tool("control_project", "Pause, resume or stop a project.", ControlArgs, _control),
+        Tool("project_cost", "What a project cost: total, by agent, model and hour.", ProjectArgs, _cost),
+    ]
+    return {tool.name: tool for tool in listed}
+
+
+def _invalid(tool: str, exc: ValidationError) -> str:
+    """Each argument at fault and why, on one line."""
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in error["loc"])
+        why = str(error["msg"]).removeprefix("Value error, ")
+        problems.append(f"{where}: {why}" if where else why)
+    return f"invalid arguments for {tool}: " + "; ".join(problems)
+
+
+def call(
+    tools: Mapping[str, Tool[Any]], backend: Backend, name: str, arguments: Mapping[str, Any]
+) -> tuple[str, bool]:
+    """Run one tool call: (the text to answer, whether it is an error)."""
+    tool = tools.get(name)
+    if tool is None:
+        return f"no tool {name!r}; the tools are {', '.join(sorted(tools))}", True
+    try:
+        args = tool.args.model_validate(dict(arguments))
+    except ValidationError as exc:
+        return _invalid(name, exc), True
+    try:
+        result = tool.run(backend, args)
+    except RaasError as exc:
+        return one_line(exc), True
+    except Exception as exc:
+        log.exception("MCP tool %s failed", name)
+        return f"{name} failed unexpectedly ({type(exc).__name__}); the MCP server's log says why", True
+    if isinstance(result, BaseModel):
+        result = result.model_dump(mode="json")
+    return json.dumps(result, separators=(",", ":"), ensure_ascii=False), False
