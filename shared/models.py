@@ -53,6 +53,15 @@ class ProjectStatus(str, Enum):
         return self in (ProjectStatus.COMPLETED, ProjectStatus.FAILED, ProjectStatus.STOPPED)
 
 
+class PauseReason(str, Enum):
+    """Why a project is paused: what resuming it waits for (the ``project_paused`` event's reason)."""
+
+    USER = "user"
+    BUDGET_EXCEEDED = "budget_exceeded"  # resumes when its limit is raised
+    CIRCUIT_BREAKER = "circuit_breaker"  # tries one iteration again after the cooldown
+    API_KEY_REQUIRED = "api_key_required"
+
+
 class TaskStatus(str, Enum):
     PENDING = "pending"
     RUNNING = "running"
@@ -163,7 +172,9 @@ class Project(Base):
     prompt: Mapped[str] = mapped_column(Text)
     config: Mapped[dict[str, Any]]
     status: Mapped[ProjectStatus] = mapped_column(_enum(ProjectStatus), default=ProjectStatus.CREATED)
+    # Why it is paused, failed or stopped, in words; a pause's reason as code is ``pause_reason``.
     status_reason: Mapped[str | None] = mapped_column(Text)
+    pause_reason: Mapped[PauseReason | None] = mapped_column(_enum(PauseReason))
     workspace_sha: Mapped[str | None] = mapped_column(String(64))
     # Allocating event numbers from the project row keeps them gapless per project.
     last_event_seq: Mapped[int] = mapped_column(Integer, default=0)
@@ -178,6 +189,13 @@ class Project(Base):
     created_at: Mapped[datetime] = _ts(nullable=False)
     started_at: Mapped[datetime | None] = _ts()
     finished_at: Mapped[datetime | None] = _ts()
+
+    @property
+    def status_line(self) -> str | None:
+        """The reason as the API, the CLI and transcripts show it: a pause's code, then its words."""
+        if self.pause_reason is not None:
+            return f"{self.pause_reason.value}: {self.status_reason}"
+        return self.status_reason
 
 
 class Task(Base):
@@ -246,7 +264,7 @@ class Iteration(Base):
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     worker: Mapped[str | None] = mapped_column(String(200))
     # The Celery task running it, so a stopped project's stragglers can be terminated.
-    task_id: Mapped[str | None] = mapped_column(String(64))
+    celery_task_id: Mapped[str | None] = mapped_column(String(64))
     heartbeat_at: Mapped[datetime | None] = _ts()
     completed_task: Mapped[bool] = mapped_column(default=False)
     summary: Mapped[str | None] = mapped_column(Text)

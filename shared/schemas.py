@@ -6,9 +6,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from shared.models import AgentStatus, IterationStatus, ProjectStatus
+from shared.models import AgentStatus, IterationStatus, PauseReason, ProjectStatus
 
 
 class _FromRow(BaseModel):
@@ -57,7 +57,10 @@ class ProjectOut(_FromRow):
     id: str
     name: str
     status: ProjectStatus
-    status_reason: str | None
+    # Read from the row's ``status_line`` ("budget_exceeded: spent $…"), as the API has always
+    # said it; from JSON, from ``status_reason`` itself.
+    status_reason: str | None = Field(validation_alias=AliasChoices("status_line", "status_reason"))
+    pause_reason: PauseReason | None = None
     workspace_sha: str | None
     budget_limit_usd: Decimal
     spent_usd: Decimal

@@ -185,14 +185,14 @@ class IterationRunner:
         return emit
 
     def run(
-        self, iteration_id: str, task_id: str | None = None, report: Callable[[], None] | None = None
+        self, iteration_id: str, celery_task_id: str | None = None, report: Callable[[], None] | None = None
     ) -> Claim | None:
         """Run the iteration if this worker can claim it; return the claim (None if not ours).
 
         ``report`` (asking the coordinator to advance) is called once the end is recorded and
         before its event is published: the next iteration waits on the report, not on the event.
         """
-        claim = records.claim(iteration_id, self.worker_name, self.settings.heartbeat_stale_s, task_id)
+        claim = records.claim(iteration_id, self.worker_name, self.settings.heartbeat_stale_s, celery_task_id)
         if claim is None:
             log.info("iteration %s is not claimable (done, or running elsewhere)", iteration_id)
             return None

@@ -83,7 +83,7 @@ _CLAIM = (
         status=IterationStatus.RUNNING,
         attempt=Iteration.attempt + 1,
         worker=bindparam("b_worker"),
-        task_id=bindparam("b_task_id"),
+        celery_task_id=bindparam("b_celery_task_id"),
         heartbeat_at=bindparam("b_now"),
         started_at=bindparam("b_now"),
     )
@@ -134,7 +134,9 @@ _COUNT_ITERATION = (
 )
 
 
-def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | None = None) -> Claim | None:
+def claim(
+    iteration_id: str, worker: str, stale_after_s: float, celery_task_id: str | None = None
+) -> Claim | None:
     """Take the iteration for this worker, in one conditional UPDATE.
 
     It can be taken when it is queued, or when it is running but its heartbeat is older than
@@ -151,7 +153,7 @@ def claim(iteration_id: str, worker: str, stale_after_s: float, task_id: str | N
                 "stale": stale,
                 "b_now": now,
                 "b_worker": worker,
-                "b_task_id": task_id,
+                "b_celery_task_id": celery_task_id,
             },
         ).one_or_none()
         if row is None:

@@ -27,8 +27,9 @@ from orchestrator.embedded.live import RunView
 from orchestrator.queries import projects
 from orchestrator.scheduling import submission, workspace
 from shared.archive import pack_directory
+from shared.db import session_scope
 from shared.errors import InvalidInput
-from shared.models import ProjectStatus
+from shared.models import PauseReason, Project, ProjectStatus
 from shared.project_config import ProjectConfig
 from shared.settings import Settings
 from workers.llm import client as llm
@@ -36,11 +37,11 @@ from workers.sandbox.choice import SandboxChoice, SandboxKind, choose_sandbox
 
 log = logging.getLogger(__name__)
 SANDBOX_KINDS = typing.get_args(SandboxKind)
-# The reason code the scheduler pauses with -> what to call it and what the user can do.
+# Why the scheduler paused -> what to call it and what the user can do.
 PAUSES = {
-    "budget_exceeded": ("budget", "raise [budget] limit_usd in raas.toml to let it go further"),
-    "circuit_breaker": ("circuit breaker", ""),
-    "api_key_required": ("API key", "check ANTHROPIC_API_KEY"),
+    PauseReason.BUDGET_EXCEEDED: ("budget", "raise [budget] limit_usd in raas.toml to let it go further"),
+    PauseReason.CIRCUIT_BREAKER: ("circuit breaker", ""),
+    PauseReason.API_KEY_REQUIRED: ("API key", "check ANTHROPIC_API_KEY"),
 }
 
 
@@ -150,12 +151,18 @@ def _report(plan: Plan, project_id: str) -> ProjectStatus:
     summaries = [it.summary for it in detail.iterations if it.completed_task and it.summary]
     reason = detail.status_reason or (summaries[-1] if summaries else "")
     if detail.status == ProjectStatus.PAUSED:
-        code_name, _, message = reason.partition(": ")
-        what, hint = PAUSES.get(code_name, (code_name or "paused", ""))
-        line = f"paused ({what}): {message or reason}" + (f"; {hint}" if hint else "")
+        line = _paused_line(project_id, detail.pause_reason)
     else:
         line = f"{detail.status.value}: {detail.name}" + (f": {reason}" if reason else "")
     repo = workspace.repo_path(plan.settings.workspaces_dir(), project_id)
     sys.stdout.write(f"{line}\n  project {project_id}: {totals}\n  workspace: git clone {repo}\n")
     sys.stdout.flush()
     return detail.status
+
+
+def _paused_line(project_id: str, reason: PauseReason | None) -> str:
+    """``paused (budget): spent $… of $…; what to do``: the pause's words, named by its reason."""
+    with session_scope() as session:
+        message = session.get_one(Project, project_id).status_reason or ""
+    what, hint = PAUSES.get(reason, (reason.value, "")) if reason else ("paused", "")
+    return f"paused ({what}): {message}" + (f"; {hint}" if hint else "")

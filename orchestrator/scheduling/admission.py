@@ -14,7 +14,16 @@ from orchestrator.scheduling.breaker import Breaker, IterationReport, check_time
 from orchestrator.scheduling.outbox import Outbox
 from orchestrator.scheduling.transitions import pause, pause_for_breaker, pause_for_budget
 from shared import budget
-from shared.models import Agent, Iteration, IterationStatus, Project, ProjectStatus, unfinished, utcnow
+from shared.models import (
+    Agent,
+    Iteration,
+    IterationStatus,
+    PauseReason,
+    Project,
+    ProjectStatus,
+    unfinished,
+    utcnow,
+)
 from shared.pricing import find_price
 from shared.project_config import ProjectConfig
 
@@ -106,7 +115,7 @@ def _breaker_allows(out: Outbox, project: Project, config: ProjectConfig) -> boo
         pause_for_breaker(out, project, trip)
         return False
     if not allowed:
-        pause(out, project, "circuit_breaker", state.reason or "the circuit breaker is open")
+        pause(out, project, PauseReason.CIRCUIT_BREAKER, state.reason or "the circuit breaker is open")
     return allowed
 
 

@@ -28,6 +28,7 @@ from shared.models import (
     ErrorKind,
     Iteration,
     IterationStatus,
+    PauseReason,
     Project,
     ProjectStatus,
     Task,
@@ -94,7 +95,7 @@ def _decide(
     children: bool,
 ) -> None:
     if iteration.error_kind == ErrorKind.API_KEY:
-        pause(out, project, "api_key_required", iteration.error or "the API key was rejected")
+        pause(out, project, PauseReason.API_KEY_REQUIRED, iteration.error or "the API key was rejected")
         out.event(project.id, ApiKeyRequired(error=iteration.error), iteration_id=iteration.id)
         return
     if iteration.error_kind == ErrorKind.BUDGET:

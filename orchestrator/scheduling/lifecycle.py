@@ -27,6 +27,7 @@ from shared.models import (
     AgentStatus,
     Iteration,
     IterationStatus,
+    PauseReason,
     Project,
     ProjectStatus,
     Task,
@@ -49,7 +50,7 @@ def pause_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Pro
     with transaction(dispatcher, bus) as out:
         project = get_project_row(out.session, project_id, lock=True)
         _require(project, (ProjectStatus.RUNNING,), "paused")
-        pause(out, project, "user", "paused by the user")
+        pause(out, project, PauseReason.USER, "paused by the user")
         return ProjectOut.model_validate(project)
 
 
@@ -68,6 +69,7 @@ def reopen(out: Outbox, project: Project, why: str, *, trial: bool = False) -> N
     """Set a paused project running and give its idle agents their next iteration."""
     project.status = ProjectStatus.RUNNING
     project.status_reason = None
+    project.pause_reason = None
     out.event(project.id, ProjectResumed(by=why))
     _continue_idle_agents(out, project, trial=trial)
 
@@ -86,9 +88,8 @@ def set_budget(project_id: str, limit_usd: Decimal, dispatcher: Dispatcher, bus:
         project.budget_limit_usd = limit_usd
         project.budget_warned = False
         out.event(project.id, BudgetChanged(limit_usd=limit_usd))
-        paused_for_budget = (project.status_reason or "").startswith("budget_exceeded")
         if (
-            paused_for_budget
+            project.pause_reason == PauseReason.BUDGET_EXCEEDED
             and project.status == ProjectStatus.PAUSED
             and budget.remaining_usd(out.session, project_id) > 0
         ):

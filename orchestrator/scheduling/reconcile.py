@@ -26,7 +26,16 @@ from orchestrator.scheduling.outbox import transaction
 from orchestrator.scheduling.worker_watch import ConsumerProbe, WorkerWatch
 from shared.events import EventBus
 from shared.iterations import fail_iteration
-from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, unfinished, utcnow
+from shared.models import (
+    ErrorKind,
+    Iteration,
+    IterationStatus,
+    PauseReason,
+    Project,
+    ProjectStatus,
+    unfinished,
+    utcnow,
+)
 from shared.project_config import ProjectConfig
 from shared.settings import Settings
 
@@ -148,14 +157,17 @@ class Reconciler:
                 error = "terminated: the project was stopped"
                 fail_iteration(out.session, iteration.id, error, advanced=True, finished_at=now)
                 report.terminated.append(iteration.id)
-                if self.terminate is not None and iteration.task_id:
-                    self.terminate(iteration.task_id)
+                if self.terminate is not None and iteration.celery_task_id:
+                    self.terminate(iteration.celery_task_id)
 
     def _half_open(self, report: ReconcileReport) -> None:
         with transaction(self.dispatcher, self.bus) as out:
             paused = out.session.scalars(
                 select(Project)
-                .where(Project.status == ProjectStatus.PAUSED, Project.status_reason.like("circuit_breaker%"))
+                .where(
+                    Project.status == ProjectStatus.PAUSED,
+                    Project.pause_reason == PauseReason.CIRCUIT_BREAKER,
+                )
                 .with_for_update()
             ).all()
             for project in paused:

@@ -1,4 +1,8 @@
-"""A project's status changes, each with its event: the end, and pauses with their reason."""
+"""A project's status changes, each with its event: the end, and pauses with their reason.
+
+A pause's reason is a ``PauseReason`` in its own column (what code acts on: resuming for a
+raised budget, the breaker's half-open trial); ``status_reason`` holds the words for people.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from shared.event_payloads import (
     Trip,
 )
 from shared.events import EventData
-from shared.models import Project, ProjectStatus, utcnow
+from shared.models import PauseReason, Project, ProjectStatus, utcnow
 
 _STATUS_AFTER: dict[type[EventData], ProjectStatus] = {
     ProjectCompleted: ProjectStatus.COMPLETED,
@@ -25,23 +29,24 @@ def end(out: Outbox, project: Project, ending: ProjectCompleted | ProjectFailed 
     """End the project with the event that says how; a failure's or a stop's reason is its status reason."""
     project.status = _STATUS_AFTER[type(ending)]
     project.status_reason = None if isinstance(ending, ProjectCompleted) else ending.reason
+    project.pause_reason = None
     project.finished_at = utcnow()
     out.event(project.id, ending)
 
 
-def pause(out: Outbox, project: Project, reason_code: str, message: str) -> None:
+def pause(out: Outbox, project: Project, reason: PauseReason, message: str) -> None:
     project.status = ProjectStatus.PAUSED
-    project.status_reason = f"{reason_code}: {message}"
-    out.event(project.id, ProjectPaused(reason=reason_code, message=message))
+    project.pause_reason = reason
+    project.status_reason = message
+    out.event(project.id, ProjectPaused(reason=reason.value, message=message))
 
 
 def pause_for_breaker(out: Outbox, project: Project, trip: Trip) -> None:
     out.event(project.id, trip)
-    pause(out, project, "circuit_breaker", trip.message)
+    pause(out, project, PauseReason.CIRCUIT_BREAKER, trip.message)
 
 
 def pause_for_budget(out: Outbox, project: Project) -> None:
     out.event(project.id, BudgetExceeded(spent_usd=project.spent_usd, limit_usd=project.budget_limit_usd))
-    pause(
-        out, project, "budget_exceeded", f"spent ${project.spent_usd:.4f} of ${project.budget_limit_usd:.2f}"
-    )
+    message = f"spent ${project.spent_usd:.4f} of ${project.budget_limit_usd:.2f}"
+    pause(out, project, PauseReason.BUDGET_EXCEEDED, message)

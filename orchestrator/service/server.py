@@ -22,9 +22,9 @@ log = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def _terminate(task_id: str) -> None:
+def _terminate(celery_task_id: str) -> None:
     # SIGKILL: the iteration is already recorded as ended; nothing of it is worth saving.
-    app.control.revoke(task_id, terminate=True, signal="SIGKILL")
+    app.control.revoke(celery_task_id, terminate=True, signal="SIGKILL")
 
 
 def run_coordinator(host: str, port: int, concurrency: int = 4) -> None:

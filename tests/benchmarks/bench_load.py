@@ -175,7 +175,8 @@ def measure(svc: rig.Services, workdir: Path, args: argparse.Namespace) -> Measu
 
 
 CHECK_SQL = """
-SELECT p.id, p.status, p.status_reason AS reason, p.spent_usd AS spent, p.budget_limit_usd AS limit_,
+SELECT p.id, p.status, coalesce(p.pause_reason || ': ', '') || p.status_reason AS reason,
+  p.spent_usd AS spent, p.budget_limit_usd AS limit_,
   p.reserved_usd AS reserved, p.last_event_seq AS last_seq,
   (SELECT count(*) FROM iterations i WHERE i.project_id = p.id) AS rows,
   (SELECT count(DISTINCT number) FROM iterations i WHERE i.project_id = p.id) AS numbers,

@@ -14,7 +14,15 @@ import pytest
 from sqlalchemy import func, select
 
 from shared.db import session_scope
-from shared.models import Iteration, IterationStatus, LedgerEntry, Message, Project, ProjectStatus
+from shared.models import (
+    Iteration,
+    IterationStatus,
+    LedgerEntry,
+    Message,
+    PauseReason,
+    Project,
+    ProjectStatus,
+)
 from tests.support.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
@@ -116,7 +124,7 @@ def test_parallel_subagents_never_overspend_by_more_than_one_call(stack: Stack, 
                 LedgerEntry.project_id == project_id, LedgerEntry.kind == "settle"
             )
         )
-    assert (project.status_reason or "").startswith("budget_exceeded")
+    assert project.pause_reason == PauseReason.BUDGET_EXCEEDED
     assert subagent_iterations == 9  # the root and its 8 subagents all ran
     assert sum(costs) == project.spent_usd == ledger_total
     assert project.spent_usd <= Decimal("0.5") + max(costs), (project.spent_usd, max(costs))

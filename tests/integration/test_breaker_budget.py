@@ -15,11 +15,12 @@ import pytest
 from sqlalchemy import update
 
 from orchestrator.queries.costs import cost_report
+from orchestrator.queries.projects import get_project
 from orchestrator.scheduling import lifecycle
 from orchestrator.scheduling.reconcile import Reconciler
 from shared import events
 from shared.db import session_scope
-from shared.models import Project, ProjectStatus, utcnow
+from shared.models import PauseReason, Project, ProjectStatus, utcnow
 from tests.support.engine import Engine, engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
@@ -110,7 +111,12 @@ def test_budget_warns_pauses_and_resumes_when_raised(services: dict[str, str], t
         eng.run_next(project_id)
         project = _project(project_id)
         assert project.status == ProjectStatus.PAUSED
-        assert (project.status_reason or "").startswith("budget_exceeded")
+        assert project.pause_reason == PauseReason.BUDGET_EXCEEDED
+        assert (project.status_reason or "").startswith("spent $")
+        # The API says it as it always has: the reason's code, then its words
+        shown = get_project(project_id)
+        assert shown.pause_reason == PauseReason.BUDGET_EXCEEDED
+        assert shown.status_reason == f"budget_exceeded: {project.status_reason}"
         assert len(_events(project_id, events.BUDGET_WARNING)) == 1
         assert _events(project_id, events.BUDGET_EXCEEDED)
         # each call costs $0.018; the spend stays within the limit plus one call

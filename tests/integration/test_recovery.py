@@ -130,7 +130,7 @@ def test_a_stopped_projects_straggler_is_terminated_after_the_grace_period(eng: 
     project_id = eng.submit()
     iteration_id = eng.dispatcher.take(project_id)
     assert iteration_id is not None
-    records.claim(iteration_id, "slow-worker", stale_after_s=30, task_id="celery-task-1")
+    records.claim(iteration_id, "slow-worker", stale_after_s=30, celery_task_id="celery-task-1")
     lifecycle.stop_project(project_id, eng.dispatcher, eng.bus)
     terminated: list[str] = []
     assert iteration_id not in _reconciler(eng, terminated).run_once().terminated

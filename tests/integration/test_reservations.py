@@ -55,7 +55,8 @@ def _claimed_by_a_worker(eng: Engine, project_id: str, celery_task_id: str | Non
     """The project's first iteration, sent with its first call reserved and claimed by a worker."""
     iteration_id = eng.dispatcher.take(project_id)
     assert iteration_id is not None
-    assert records.claim(iteration_id, "doomed-worker", stale_after_s=30, task_id=celery_task_id) is not None
+    claimed = records.claim(iteration_id, "doomed-worker", stale_after_s=30, celery_task_id=celery_task_id)
+    assert claimed is not None
     project_reserved, iteration_reserved = _reserved(project_id, iteration_id)
     assert project_reserved == iteration_reserved > 0
     return iteration_id

@@ -545,7 +545,7 @@ def verify(
 
 def _check_completed(rig: Rig, project_id: str, status: ProjectStatus) -> None:
     with session_scope(rig.database_url) as session:
-        reason = session.get_one(Project, project_id).status_reason
+        reason = session.get_one(Project, project_id).status_line
     assert status == ProjectStatus.COMPLETED, f"the project ended {status.value}: {reason}"
 
 
