@@ -1,12 +1,18 @@
-"""Agent categories: what kind of agent works a task — its model, tools, whether it may run in
-parallel with others, and its prompt. Defaults for searcher, analyzer, builder, validator and
+"""Agent categories: what kind of agent works a task — its role, model, tools, whether it may run
+in parallel with others, and its prompt. Defaults for searcher, analyzer, builder, validator and
 planner; raas.toml ``[categories.NAME]`` overrides them or adds new ones.
+
+What the engine does with an agent follows from its category's :class:`Role`, never from the
+category's name: a user's category with ``role = "validator"`` gates a pipeline task as the
+built-in validator does.
 
 Only a non-parallel category changes the project's workspace. A parallel one works on a copy
 and hands back a report.
 """
 
 from __future__ import annotations
+
+from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,10 +21,24 @@ SANDBOX_TOOLS = ("bash", "read", "write", "edit", "glob", "grep")
 READ_ONLY_TOOLS = ("read", "glob", "grep")
 
 
+class Role(str, Enum):
+    """What an agent does in a workflow."""
+
+    BUILDER = "builder"  # loops on its task, changing the workspace, until it is done
+    VALIDATOR = "validator"  # runs the project's check command instead of a model: gates a task
+    PLANNER = "planner"  # writes the task graph of a planned project (submit_plan)
+    RESEARCH = "research"  # reads and reports back (usually parallel, on a copy of the workspace)
+
+
 class CategoryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     description: str = Field(default="", description="What agents of this category are for.")
+    role: Role = Field(
+        default=Role.BUILDER,
+        description='"builder", "validator" (runs check_command, gates the task), "planner" (writes '
+        'the task graph) or "research": what the engine does with the agent, whatever the name.',
+    )
     model: str | None = Field(default=None, description="Claude model; the project's model when unset.")
     tools: list[str] | None = Field(default=None, description=f"Tools from {', '.join(SANDBOX_TOOLS)}.")
     parallel: bool = Field(
@@ -34,6 +54,7 @@ sandboxed container whose working directory is /workspace."""
 DEFAULT_CATEGORIES: dict[str, CategoryConfig] = {
     "searcher": CategoryConfig(
         description="Finds the files and facts a task needs.",
+        role=Role.RESEARCH,
         tools=list(READ_ONLY_TOOLS),
         parallel=True,
         prompt="You are a searcher subagent. Find the code, files and facts relevant to:\n{task}\n"
@@ -41,6 +62,7 @@ DEFAULT_CATEGORIES: dict[str, CategoryConfig] = {
     ),
     "analyzer": CategoryConfig(
         description="Works out how a task should be done.",
+        role=Role.RESEARCH,
         tools=[*READ_ONLY_TOOLS, "bash"],
         parallel=True,
         prompt="You are an analyzer subagent. Study the workspace and work out how to do:\n{task}\n"
@@ -56,12 +78,14 @@ DEFAULT_CATEGORIES: dict[str, CategoryConfig] = {
     ),
     "validator": CategoryConfig(
         description="Runs the project's check command and gates completion.",
+        role=Role.VALIDATOR,
         tools=["bash", *READ_ONLY_TOOLS],
         prompt="You are a validator. Check that this task is really done:\n{task}\n"
         "Call task_complete only if it is.",
     ),
     "planner": CategoryConfig(
         description="Writes the task graph of a planned project.",
+        role=Role.PLANNER,
         tools=list(READ_ONLY_TOOLS),
         prompt="You are the planner. Study the workspace and PROMPT.md, then call submit_plan with the "
         "objectives, the exit criteria and the tasks (ids, titles, descriptions, categories, depends_on). "

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from shared.categories import CategoryConfig, Role
 from shared.project_config import ProjectConfig
 from shared.settings import Settings
 
@@ -60,6 +61,16 @@ def _env_name(name: str, field: FieldInfo) -> str:
     return str(choices[0]) if choices else f"RAAS_{name.upper()}"
 
 
+def _category_keys() -> str:
+    keys = ", ".join(f"`{name}`" for name in CategoryConfig.model_fields)
+    roles = ", ".join(f"`{role.value}`" for role in Role)
+    what = f"`role` is one of {roles}: what the engine does with the agents"
+    return f"`[categories.NAME]` tables have {keys} ({what})"
+
+
+_CATEGORY_KEYS = _category_keys()
+
+
 def environment_table() -> str:
     rows = [
         f"| `{_env_name(name, field)}` | {_default(field)} | {_describe(field)} |"
@@ -84,7 +95,7 @@ def reference() -> str:
             "",
             "Tables are written `[name]`; `[[tasks]]` entries have `id`, `title`, `description`, "
             "`category`, `depends_on` and `kind` (`work`, or `group`: no agent works it, it completes "
-            "when its dependencies have); `[categories.NAME]` and `[pricing.MODEL]` are keyed tables.",
+            f"when its dependencies have); {_CATEGORY_KEYS}; `[pricing.MODEL]` is a keyed table.",
             "",
             raas_toml_table(),
             END,

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from shared.categories import DEFAULT_CATEGORIES, SANDBOX_TOOLS, CategoryConfig, resolve
+from shared.categories import DEFAULT_CATEGORIES, SANDBOX_TOOLS, CategoryConfig, Role, resolve
 from shared.dag import TaskSpec, validate_dag
 from shared.errors import InvalidInput
 from shared.pricing import ModelPrice, find_price
@@ -121,6 +121,10 @@ class ProjectConfig(_Strict):
         default_factory=lambda: ["searcher", "analyzer"],
         description="Parallel subagents a pipeline task starts with.",
     )
+    validator: str = Field(
+        default="validator",
+        description="The category whose agent gates each pipeline task; its role must be validator.",
+    )
     max_subagent_depth: int = Field(default=1, ge=0, description="How deep subagents may spawn subagents.")
     subagent_max_iterations: int = Field(default=3, ge=1, description="Iterations a subagent gets at most.")
     max_parallel: int = Field(
@@ -189,6 +193,9 @@ class ProjectConfig(_Strict):
             if unknown:
                 msg = f"categories.{name}.tools: unknown tool(s) {', '.join(sorted(unknown))}"
                 raise ValueError(msg)
+        if self.validator not in known or self.category(self.validator).role is not Role.VALIDATOR:
+            msg = f"validator: category {self.validator!r} is not one whose role is validator"
+            raise ValueError(msg)
         if self.workflow == "pipeline" and not self.check_command:
             msg = 'workflow = "pipeline" needs check_command, the command the validator runs'
             raise ValueError(msg)
@@ -200,6 +207,13 @@ class ProjectConfig(_Strict):
 
     def category(self, name: str) -> CategoryConfig:
         return resolve(name, self.categories)
+
+    def role_of(self, category: str) -> Role:
+        return self.category(category).role
+
+    def categories_in(self, role: Role) -> list[str]:
+        """The names of the categories, built-in and the project's own, that have ``role``."""
+        return sorted(name for name in {*DEFAULT_CATEGORIES, *self.categories} if self.role_of(name) is role)
 
     def model_for(self, category: str) -> str:
         return self.category(category).model or self.model

@@ -19,6 +19,7 @@ from typing import Protocol
 from docker.errors import APIError, DockerException
 
 from shared import events
+from shared.categories import Role
 from shared.errors import InvalidInput, SandboxStartError
 from shared.event_payloads import ToolExecuted
 from shared.events import EventBus, EventData
@@ -75,10 +76,10 @@ def sandbox_labels(claim: Claim, worker: str, cluster: str) -> dict[str, str]:
 
 def finishes_task(claim: Claim) -> bool:
     """Whether this agent completing means its task is done (the validator decides in a pipeline)."""
-    if claim.depth > 0 or claim.category == "planner":
+    if claim.depth > 0 or claim.role is Role.PLANNER:
         return False
     if claim.config.workflow == "pipeline":
-        return claim.category == "validator"
+        return claim.role is Role.VALIDATOR
     return True
 
 
@@ -268,7 +269,7 @@ class IterationRunner:
         return Lease(sandbox.host_workspace, gitdir, fetched[0], sandbox)
 
     def _session(self, claim: Claim, lease: Lease, emit: Emit) -> SessionResult:
-        if claim.category == "validator" and claim.config.check_command:
+        if claim.role is Role.VALIDATOR and claim.config.check_command:
             return self._check(claim, lease, emit)
         client = llm.make_client(self.settings)
         sandbox = lease.take_sandbox() or self._sandbox(claim, lease.workdir)

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from shared import budget, events
 from shared.budget import Settlement
+from shared.categories import Role
 from shared.db import session_scope, survives_restarts
 from shared.event_payloads import IterationComplete, IterationError, IterationStarted
 from shared.iterations import fail_iteration
@@ -60,6 +61,10 @@ class Claim:
     feedback: str | None = None
     reports: tuple[tuple[str, str], ...] = ()
     started: EventOut | None = None  # iteration_started, recorded with the claim; publish it
+
+    @property
+    def role(self) -> Role:
+        return self.config.role_of(self.category)
 
     @property
     def task_text(self) -> str:
@@ -171,6 +176,7 @@ def claim(
             session.execute(delete(Agent).where(Agent.spawned_by == iteration_id))
         project, agent, task = session.execute(_CLAIMED, {"agent_id": row.agent_id}).one()
         agent.status = AgentStatus.WORKING
+        config = ProjectConfig.model_validate(project.config)
         return Claim(
             started=started,
             project_id=row.project_id,
@@ -182,13 +188,13 @@ def claim(
             prompt=project.prompt,
             task_title=task.title if task else project.name,
             task_description=task.description if task else "",
-            config=ProjectConfig.model_validate(project.config),
+            config=config,
             category=agent.category,
             task_key=task.key if task else None,
             parallel=agent.parallel,
             depth=agent.depth,
             agent_prompt=agent.prompt,
-            feedback=task.feedback if task and agent.category != "validator" else None,
+            feedback=task.feedback if task and config.role_of(agent.category) is not Role.VALIDATOR else None,
             reports=_reports(session, agent.id, row.number),
         )
 

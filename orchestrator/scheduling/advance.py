@@ -18,6 +18,7 @@ from orchestrator.scheduling.dispatch import Dispatcher
 from orchestrator.scheduling.lookup import FINISHED_AGENT, get_project_row, waiting_for_children
 from orchestrator.scheduling.outbox import Outbox, transaction
 from orchestrator.scheduling.transitions import end, pause, pause_for_budget
+from shared.categories import Role
 from shared.db import session_scope
 from shared.errors import Conflict, NotFound
 from shared.event_payloads import ApiKeyRequired, ProjectFailed, TaskValidated
@@ -116,12 +117,13 @@ def _root_iteration_done(
     out: Outbox, project: Project, config: ProjectConfig, agent: Agent, iteration: Iteration
 ) -> None:
     threshold = config.completion_threshold
-    if agent.category == "validator" and config.check_command:
+    role = config.role_of(agent.category)
+    if role is Role.VALIDATOR and config.check_command:
         _validated(out, project, config, agent, _task_of(out, agent), iteration)
     elif iteration.completed_task and _completion_confirmed(out.session, agent.id, threshold):
         agent.status = AgentStatus.COMPLETED
         task = _task_of(out, agent)
-        if agent.category == "planner":
+        if role is Role.PLANNER:
             task.status = TaskStatus.COMPLETED
             workflows.accept_plan(out, project, config, iteration.summary or "")
         elif config.workflow == "pipeline":
@@ -158,7 +160,7 @@ def _validated(
         return
     task.feedback = iteration.summary or iteration.error or "the check command failed"
     validator.status = AgentStatus.IDLE
-    builder = workflows.builder_of(out, task.id)
+    builder = workflows.builder_of(out, config, task.id)
     if builder.iterations >= config.max_iterations:
         reason = f"task {task.key!r}: still failing its check after {builder.iterations} iterations"
         task.status = TaskStatus.FAILED

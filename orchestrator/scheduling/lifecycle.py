@@ -18,6 +18,7 @@ from orchestrator.scheduling.outbox import Outbox, transaction
 from orchestrator.scheduling.prompt import check_prompt
 from orchestrator.scheduling.transitions import end, pause
 from shared import budget
+from shared.categories import Role
 from shared.errors import Conflict, InvalidInput
 from shared.event_payloads import BudgetChanged, ProjectResumed, ProjectStopped, PromptUpdated
 from shared.events import EventBus
@@ -105,7 +106,7 @@ def _continue_idle_agents(out: Outbox, project: Project, *, trial: bool = False)
         .where(
             Agent.project_id == project.id,
             Agent.status != AgentStatus.COMPLETED,
-            Agent.category != "validator",
+            Agent.category.not_in(config.categories_in(Role.VALIDATOR)),
         )
         .order_by(Agent.created_at)
     ).all()

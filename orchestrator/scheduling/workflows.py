@@ -15,6 +15,7 @@ from orchestrator.scheduling.admission import schedule
 from orchestrator.scheduling.outbox import Outbox
 from orchestrator.scheduling.transitions import end
 from shared import dag
+from shared.categories import Role
 from shared.dag import Plan, TaskKind, TaskSpec
 from shared.event_payloads import ProjectCompleted
 from shared.models import Agent, AgentStatus, Project, Task, TaskStatus, utcnow
@@ -128,10 +129,11 @@ def _start_task(out: Outbox, project: Project, config: ProjectConfig, task: Task
         schedule(out, project, config, child.id, 1)
 
 
-def builder_of(out: Outbox, task_id: str) -> Agent:
+def builder_of(out: Outbox, config: ProjectConfig, task_id: str) -> Agent:
+    validators = config.categories_in(Role.VALIDATOR)
     return out.session.scalars(
         select(Agent)
-        .where(Agent.task_id == task_id, Agent.parent_id.is_(None), Agent.category != "validator")
+        .where(Agent.task_id == task_id, Agent.parent_id.is_(None), Agent.category.not_in(validators))
         .order_by(Agent.created_at)
     ).first() or _missing(task_id)
 
@@ -143,8 +145,8 @@ def _missing(task_id: str) -> Agent:
 
 def start_validation(out: Outbox, project: Project, config: ProjectConfig, task: Task) -> None:
     validator = out.session.scalars(
-        select(Agent).where(Agent.task_id == task.id, Agent.category == "validator")
-    ).first() or new_agent(out, project, config, "validator", task_id=task.id, depth=0)
+        select(Agent).where(Agent.task_id == task.id, Agent.category == config.validator)
+    ).first() or new_agent(out, project, config, config.validator, task_id=task.id, depth=0)
     validator.status = AgentStatus.IDLE
     schedule(out, project, config, validator.id, validator.iterations + 1)
 

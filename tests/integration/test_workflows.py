@@ -114,6 +114,37 @@ def test_pipeline_researches_builds_and_gates_on_the_check(services: dict[str, s
     assert _project(project_id).status == ProjectStatus.COMPLETED
 
 
+def test_a_category_of_ones_own_with_the_validator_role_gates_a_pipeline_task(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    toml = (
+        'workflow = "pipeline"\ncheck_command = "test -f done.txt"\nresearch = []\nvalidator = "review"\n'
+        '[categories.review]\nrole = "validator"\ndescription = "Our own gate."\n'
+    )
+    script = {
+        "responses": [
+            COMPLETE,  # the builder claims done without doing it
+            tool("write", path="done.txt", content="yes\n"),  # sent back with the check's output
+            COMPLETE,
+        ]
+    }
+    with engine(script, tmp_path) as eng:
+        project_id = eng.submit(raas_toml=toml)
+        eng.run_to_end(project_id)
+        requests = eng.requests(project_id)
+        with session_scope() as session:
+            validations = [e for e in events.history(session, project_id) if e.type == events.TASK_VALIDATED]
+            gates = {session.get_one(Agent, e.agent_id).category for e in validations}
+            categories = set(session.scalars(select(Agent.category).where(Agent.project_id == project_id)))
+    # The check ran as the review agent (no model call of its own) and sent the builder back once
+    assert len(requests) == 3
+    assert "exited with 1" in _first_user_text(requests[1])
+    assert [e.data["passed"] for e in validations] == [False, True]
+    assert gates == {"review"}
+    assert categories == {"builder", "review"}
+    assert _project(project_id).status == ProjectStatus.COMPLETED
+
+
 def test_planned_project_runs_the_plan_its_planner_wrote(services: dict[str, str], tmp_path: Path) -> None:
     cyclic = [
         {"id": "x", "title": "x", "depends_on": ["y"]},

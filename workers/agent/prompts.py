@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.categories import Role
 from workers.records import Claim
 
 CACHE = {"type": "ephemeral"}
@@ -106,7 +107,7 @@ def tools_for(claim: Claim, sandbox_specs: list[dict[str, Any]]) -> list[dict[st
     """The category's sandbox tools, then task_complete, spawn_subagent and (planner) submit_plan."""
     # spawn_subagent is offered even past the depth limit, so a refusal says why.
     tools = [*sandbox_specs, TASK_COMPLETE_TOOL, SPAWN_SUBAGENT_TOOL]
-    if claim.category == "planner":
+    if claim.role is Role.PLANNER:
         tools.append(SUBMIT_PLAN_TOOL)
     return with_cache_breakpoint(tools)
 

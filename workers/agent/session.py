@@ -18,7 +18,7 @@ import anthropic
 from pydantic import ValidationError
 
 from shared import budget
-from shared.categories import DEFAULT_CATEGORIES
+from shared.categories import DEFAULT_CATEGORIES, Role
 from shared.dag import Plan, validate_dag
 from shared.errors import InvalidInput
 from shared.event_payloads import (
@@ -299,7 +299,7 @@ class AgentSession:
             )
         elif name == "spawn_subagent":
             content, is_error = self._spawn(args)
-        elif name == "submit_plan" and self.claim.category == "planner":
+        elif name == "submit_plan" and self.claim.role is Role.PLANNER:
             content, is_error = self._plan(args, result)
         elif name == "task_complete":
             summary = args.get("summary") if isinstance(args, dict) else None
