@@ -17,7 +17,7 @@ from pydantic import PlainSerializer
 
 from shared import events
 from shared.events import EventData
-from shared.models import ErrorKind
+from shared.models import ErrorKind, PauseReason
 from shared.schemas import EventOut
 
 # Written as Python's isoformat ("+00:00"), as this event always was, not pydantic's "Z".
@@ -36,8 +36,8 @@ class ProjectStarted(EventData):
 
 class ProjectPaused(EventData):
     TYPE = events.PROJECT_PAUSED
-    reason: str
-    """What resuming waits for: user, budget_exceeded, circuit_breaker, api_key_required."""
+    reason: PauseReason
+    """What resuming waits for."""
     message: str
 
 

@@ -38,7 +38,7 @@ def pause(out: Outbox, project: Project, reason: PauseReason, message: str) -> N
     project.status = ProjectStatus.PAUSED
     project.pause_reason = reason
     project.status_reason = message
-    out.event(project.id, ProjectPaused(reason=reason.value, message=message))
+    out.event(project.id, ProjectPaused(reason=reason, message=message))
 
 
 def pause_for_breaker(out: Outbox, project: Project, trip: Trip) -> None:

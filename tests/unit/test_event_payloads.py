@@ -21,7 +21,7 @@ from shared.event_payloads import (
     payload,
 )
 from shared.events import EventData
-from shared.models import ErrorKind
+from shared.models import ErrorKind, PauseReason
 from shared.schemas import EventOut
 
 pytestmark = pytest.mark.unit
@@ -62,7 +62,7 @@ def test_every_event_type_has_one_payload_model() -> None:
             {"number": 3, "error": "boom", "kind": "llm"},
         ),
         (
-            ProjectPaused(reason="budget_exceeded", message="spent $1.0000 of $1.00"),
+            ProjectPaused(reason=PauseReason.BUDGET_EXCEEDED, message="spent $1.0000 of $1.00"),
             {"reason": "budget_exceeded", "message": "spent $1.0000 of $1.00"},
         ),
     ],
