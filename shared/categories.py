@@ -19,6 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 #: The sandbox tools an agent may be given (task_complete and spawn_subagent are added by the engine).
 SANDBOX_TOOLS = ("bash", "read", "write", "edit", "glob", "grep")
 READ_ONLY_TOOLS = ("read", "glob", "grep")
+#: The tools answered from the database (the memory bank, messages between agents): every
+#: category has them unless it says ``coordination = false``.
+COORDINATION_TOOLS = ("memory_write", "memory_read", "memory_search", "send_message")
 
 
 class Role(str, Enum):
@@ -45,6 +48,10 @@ class CategoryConfig(BaseModel):
         default=False, description="Runs beside others on a copy of the workspace and returns a report."
     )
     prompt: str | None = Field(default=None, description="System prompt template; {task} is the task text.")
+    coordination: bool = Field(
+        default=True,
+        description=f"Gets the memory bank and message tools ({', '.join(COORDINATION_TOOLS)}).",
+    )
 
 
 _RALPH = """Your memory between iterations is the workspace itself (files, notes, git history):

@@ -198,6 +198,32 @@ class WorkersBack(EventData):
     waited_s: float
 
 
+class MemoryWritten(EventData):
+    """An agent wrote a key of its project's memory bank (the value is in the bank)."""
+
+    TYPE = events.MEMORY_WRITTEN
+    key: str
+    version: int
+    bank: str
+    size_bytes: int
+    tags: list[str]
+    conflict: bool
+    """The write did not see another current value of the key: both are kept, the key is in conflict."""
+    preview: str
+    tool_use_id: str
+
+
+class MessageSent(EventData):
+    """An agent sent a message; each recipient reads it in its next iteration."""
+
+    TYPE = events.MESSAGE_SENT
+    to: str
+    """As the sender addressed it: parent, broadcast, or an agent id."""
+    recipients: list[str]
+    text: str
+    tool_use_id: str
+
+
 #: Every event type's payload model, by type.
 PAYLOADS: dict[str, type[EventData]] = {
     model.TYPE: model
@@ -206,7 +232,7 @@ PAYLOADS: dict[str, type[EventData]] = {
         ProjectCompleted, ProjectFailed, IterationStarted, IterationComplete, IterationError,
         AgentOutputChunk, AgentToolCall, ToolExecuted, LlmRetry, BudgetWarning, BudgetExceeded,
         ApiKeyRequired, PromptUpdated, BudgetChanged, Trip, SubagentSpawned, TaskValidated,
-        RateLimitWait, NoWorkers, WorkersBack,
+        RateLimitWait, NoWorkers, WorkersBack, MemoryWritten, MessageSent,
     )
 }  # fmt: skip
 

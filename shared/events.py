@@ -49,6 +49,9 @@ RATE_LIMIT_WAIT = "rate_limit_wait"
 # No live worker consumes the iterations queue while the project's iterations wait; and the end of it.
 NO_WORKERS = "no_workers"
 WORKERS_BACK = "workers_back"
+# An agent wrote a key of the memory bank; an agent sent a message to other agents.
+MEMORY_WRITTEN = "memory_written"
+MESSAGE_SENT = "message_sent"
 
 #: A follower stops after one of these.
 TERMINAL_EVENTS = frozenset({PROJECT_COMPLETED, PROJECT_FAILED, PROJECT_STOPPED})

@@ -94,6 +94,30 @@ class RateLimitConfig(_Strict):
     )
 
 
+class MemoryConfig(_Strict):
+    """``[memory]`` in raas.toml: the memory bank the agents' memory tools read and write."""
+
+    scope: Literal["project", "tenant"] = Field(
+        default="project",
+        description='"project": the project\'s own bank; "tenant": one bank shared by every project of '
+        "the tenant that also says so (projects submitted with the cluster token share the cluster's).",
+    )
+    max_entry_bytes: int = Field(
+        default=16_384,
+        ge=1,
+        le=1_048_576,
+        description="Largest value of one key, in UTF-8 bytes; a larger write is refused with an error "
+        "result the model reads.",
+    )
+    max_entries: int = Field(
+        default=500,
+        ge=1,
+        le=100_000,
+        description="Keys a bank holds at most (a shared bank: the writing project's limit); a write "
+        "of a new key beyond it is refused with an error result, overwriting a key still works.",
+    )
+
+
 class ProjectConfig(_Strict):
     name: str | None = Field(
         default=None, max_length=200, description="Display name; defaults to the directory name."
@@ -161,6 +185,7 @@ class ProjectConfig(_Strict):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     rate_limit: RateLimitConfig = Field(default_factory=RateLimitConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     pricing: dict[str, ModelPrice] = Field(
         default_factory=dict, description="Price overrides per model, USD per million tokens."
     )

@@ -71,12 +71,24 @@ class ProjectOut(_FromRow):
     waiting_for_worker_since: datetime | None = None
 
 
+class MemorySizeOut(BaseModel):
+    """How much a project's memory bank holds (``raas status``)."""
+
+    bank: str
+    shared: bool
+    """Shared by the tenant's projects (raas.toml ``[memory] scope = "tenant"``)."""
+    entries: int
+    size_bytes: int
+    conflicts: int
+
+
 class ProjectDetail(ProjectOut):
     agents: list[AgentOut]
     iterations: list[IterationOut]
     input_tokens: int
     output_tokens: int
     last_event_seq: int
+    memory: MemorySizeOut | None = None
 
 
 class WorkspaceReport(BaseModel):
@@ -105,3 +117,43 @@ class AgentNode(BaseModel):
     task: str | None = None
     """The key of the agent's task, if it works one."""
     iterations: int = 0
+
+
+class MemoryValueOut(BaseModel):
+    """One current value of a memory key, with its writer: several when writers did not see
+    each other's values (the key is in conflict)."""
+
+    version: int
+    value: str
+    tags: list[str]
+    project_id: str
+    agent_id: str
+    agent_category: str | None = None
+    iteration: int | None = None
+    """The writer's iteration (its number)."""
+    written_at: datetime
+
+
+class MemoryEntryOut(BaseModel):
+    """A key of a memory bank: its current values, and its rank when it answers a search."""
+
+    key: str
+    version: int
+    """The number of the key's latest write."""
+    conflict: bool
+    values: list[MemoryValueOut]
+    updated_at: datetime
+    rank: float | None = None
+    """How well it matches the search (higher is better): Postgres ts_rank, SQLite -bm25."""
+
+
+class AgentMessageOut(_FromRow):
+    """A message from one agent to another, as its recipient's next iteration reads it."""
+
+    id: int
+    sender_id: str
+    sender_category: str
+    recipient_id: str
+    broadcast: bool
+    text: str
+    created_at: datetime

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from shared import budget, events
+from shared import budget, events, mailbox, memory
 from shared.budget import Settlement
 from shared.categories import Role
 from shared.db import session_scope, survives_restarts
@@ -35,7 +35,7 @@ from shared.models import (
 )
 from shared.pricing import cost_usd, find_price
 from shared.project_config import ProjectConfig
-from shared.schemas import EventOut
+from shared.schemas import AgentMessageOut, EventOut
 from shared.usage import Usage
 
 
@@ -53,6 +53,7 @@ class Claim:
     task_title: str
     task_description: str
     config: ProjectConfig
+    memory_bank: str
     category: str = "builder"
     task_key: str | None = None
     parallel: bool = False
@@ -60,6 +61,8 @@ class Claim:
     agent_prompt: str | None = None
     feedback: str | None = None
     reports: tuple[tuple[str, str], ...] = ()
+    # Messages from other agents, delivered to this iteration (shared.mailbox).
+    mail: tuple[AgentMessageOut, ...] = ()
     started: EventOut | None = None  # iteration_started, recorded with the claim; publish it
 
     @property
@@ -189,6 +192,7 @@ def claim(
             task_title=task.title if task else project.name,
             task_description=task.description if task else "",
             config=config,
+            memory_bank=memory.bank_of(project.id, project.tenant_id, config.memory),
             category=agent.category,
             task_key=task.key if task else None,
             parallel=agent.parallel,
@@ -196,6 +200,7 @@ def claim(
             agent_prompt=agent.prompt,
             feedback=task.feedback if task and config.role_of(agent.category) is not Role.VALIDATOR else None,
             reports=_reports(session, agent.id, row.number),
+            mail=mailbox.deliver(session, agent.id, iteration_id),
         )
 
 

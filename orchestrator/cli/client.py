@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,18 @@ class CoordinatorAPI:
                 return  # nothing new for idle_timeout_s: where the caller asked to stop
             msg = f"lost the coordinator at {self.base_url} while following ({type(exc).__name__})"
             raise errors.ServiceUnavailable(msg) from exc
+
+    def memory(
+        self, project_id: str, search: str | None = None, tags: Sequence[str] = (), limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The project's memory bank (MemoryEntryOut as JSON): every key, or a search's matches."""
+        params: dict[str, Any] = {"tag": list(tags)}
+        if search is not None:
+            params["search"] = search
+        if limit is not None:
+            params["limit"] = limit
+        result: list[dict[str, Any]] = self.request("GET", f"/v1/projects/{project_id}/memory", params=params)
+        return result
 
     def transcript(self, project_id: str, agent: str | None = None) -> dict[str, Any]:
         """The project's transcript as JSON; with ``agent``, that agent's conversation."""

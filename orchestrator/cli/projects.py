@@ -18,6 +18,8 @@ from shared.errors import InvalidInput, ServiceUnavailable
 from shared.event_payloads import (
     AgentOutputChunk,
     AgentToolCall,
+    MemoryWritten,
+    MessageSent,
     NoWorkers,
     ToolExecuted,
     WorkersBack,
@@ -25,7 +27,7 @@ from shared.event_payloads import (
 )
 from shared.events import TERMINAL_EVENTS
 from shared.models import ProjectStatus
-from shared.schemas import EventOut
+from shared.schemas import EventOut, MemorySizeOut
 
 
 @app.command(rich_help_panel=PROJECTS)
@@ -67,6 +69,8 @@ def status(project_id: str, as_json: JsonFlag = False) -> None:
         f"cost: ${float(project['spent_usd']):.4f} of ${float(project['budget_limit_usd']):.2f}   "
         f"tokens: {project['input_tokens']} in / {project['output_tokens']} out"
     )
+    if project.get("memory"):
+        out.print(memory_line(MemorySizeOut.model_validate(project["memory"])), highlight=False, markup=False)
     if project.get("waiting_for_worker_since"):
         out.print(
             waiting_for_worker(datetime.fromisoformat(project["waiting_for_worker_since"])),
@@ -225,6 +229,13 @@ def diff(
     sys.stdout.write(api().diff(project_id, iteration))
 
 
+def memory_line(size: MemorySizeOut) -> str:
+    """The memory bank's size, as ``raas status`` shows it."""
+    conflicts = f", {size.conflicts} in conflict" if size.conflicts else ""
+    shared = " (shared by the tenant's projects)" if size.shared else ""
+    return f"memory: {size.entries} keys, {size.size_bytes / 1024:.1f} KiB{conflicts}{shared}"
+
+
 def waiting_for_worker(since: datetime) -> str:
     """The line that says a project's iterations have no worker."""
     return (
@@ -245,6 +256,11 @@ def format_event(event: EventOut) -> str:
         body = f"{data.tool} {json.dumps(data.input)[:160]}"
     elif isinstance(data, ToolExecuted):
         body = f"{data.tool} {json.dumps(data.output)[:160]}"
+    elif isinstance(data, MemoryWritten):
+        conflict = " IN CONFLICT" if data.conflict else ""
+        body = f"{data.key!r} version {data.version}{conflict}: {json.dumps(data.preview)[:160]}"
+    elif isinstance(data, MessageSent):
+        body = f"to {data.to} ({len(data.recipients)} recipients): {json.dumps(data.text)[:160]}"
     else:
         body = json.dumps(event.data, default=str)[:300]
     return f"{event.seq:>5} {event.ts:%H:%M:%S} {event.type:<20} {body}"

@@ -1,9 +1,10 @@
-"""Commands that read what a project did: its transcript, an agent's log, a replay, and pulling
-the final workspace into a directory.
+"""Commands that read what a project did: its transcript, an agent's log, a replay, its memory
+bank, and pulling the final workspace into a directory.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tarfile
@@ -16,15 +17,17 @@ import typer
 
 from orchestrator.cli import INSPECT, PROJECTS, JsonFlag, api, app, print_json
 from orchestrator.transcripts.files import read_transcript
-from orchestrator.transcripts.model import Transcript, TranscriptMessage, to_json
+from orchestrator.transcripts.model import MemoryWrite, Transcript, TranscriptMessage, to_json
 from shared.archive import LeftOut, unpack
 from shared.errors import InvalidInput, RaasError
+from shared.schemas import MemoryEntryOut
 
 AgentOption = Annotated[
     str | None,
     typer.Option("--agent", help="Only this agent: its id, a unique prefix of it, or 'root'."),
 ]
 TRANSCRIPT_SUFFIXES = (".scg", ".json")
+VALUE_CHARS = 500  # of a memory value, unless --full
 
 
 class TranscriptFormat(str, Enum):
@@ -138,23 +141,80 @@ def replay(
     agent: AgentOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Print a transcript's messages with their original timing (divided by --speed)."""
-    from orchestrator.transcripts.render import format_message, replay
+    """Print a transcript's messages, memory writes and messages between agents with their
+    original timing (divided by --speed)."""
+    from orchestrator.transcripts.render import (
+        TranscriptItem,
+        format_mail,
+        format_memory_write,
+        format_message,
+        replay,
+    )
 
     loaded = load(source, agent)
     agents = {a.id: a for a in loaded.agents}
     names: dict[str, str] = {}
 
-    def emit(message: TranscriptMessage) -> None:
-        line = (
-            message.model_dump_json()
-            if as_json
-            else format_message(message, agents.get(message.agent), names)
-        )
+    def emit(item: TranscriptItem) -> None:
+        if isinstance(item, TranscriptMessage):
+            line = item.model_dump_json() if as_json else format_message(item, agents.get(item.agent), names)
+        elif isinstance(item, MemoryWrite):
+            shown = format_memory_write(item, agents.get(item.agent))
+            line = json.dumps({"kind": "memory_write", **item.model_dump(mode="json")}) if as_json else shown
+        else:
+            shown = format_mail(item, agents)
+            line = json.dumps({"kind": "send_message", **item.model_dump(mode="json")}) if as_json else shown
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
     replay(loaded, speed, emit, max_wait_s=max_wait)
+
+
+@app.command("memory", rich_help_panel=INSPECT)
+def memory_bank(
+    project_id: str,
+    search: Annotated[
+        str | None, typer.Option("--search", "-s", help='Full-text search: words, "a phrase", a or b, -word.')
+    ] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", "-t", help="Only values with this tag (repeatable).")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Most keys to show (a search: 10, at most 50).")
+    ] = None,
+    full: Annotated[bool, typer.Option("--full", help="Do not shorten the values.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """A project's memory bank: every key with its current values and their writers, or the keys
+    matching a full-text search, best first. A key in conflict shows every value kept."""
+    entries = api().memory(project_id, search, tag or [], limit)
+    if as_json:
+        print_json(entries)
+        return
+    if not entries:
+        sys.stdout.write(
+            f"no key matches {search!r}\n" if search is not None else "the memory bank is empty\n"
+        )
+        return
+    for number, entry in enumerate(entries, start=1):
+        shown = _format_entry(MemoryEntryOut.model_validate(entry), number if search else None, full)
+        sys.stdout.write(shown + "\n")
+
+
+def _format_entry(entry: MemoryEntryOut, rank: int | None, full: bool) -> str:
+    """A key and its current values, each with its writer, indented under the key."""
+    place = f"#{rank} " if rank is not None else ""
+    score = f"  (rank {entry.rank:.4g})" if entry.rank is not None else ""
+    conflict = f"  IN CONFLICT: {len(entry.values)} values" if entry.conflict else ""
+    lines = [f"{place}{entry.key}  version {entry.version}{conflict}{score}"]
+    for value in entry.values:
+        who = f"{value.agent_category or 'agent'} {value.agent_id}"
+        when = f" iteration {value.iteration}" if value.iteration is not None else ""
+        tags = f"  tags: {', '.join(value.tags)}" if value.tags else ""
+        lines.append(f"  v{value.version} by {who}{when} at {value.written_at:%Y-%m-%d %H:%M:%S}{tags}")
+        text = value.value if full or len(value.value) <= VALUE_CHARS else value.value[:VALUE_CHARS] + " …"
+        lines += ["    " + line for line in text.split("\n")]
+    return "\n".join(lines)
 
 
 def _pull_target(directory: Path) -> Path:

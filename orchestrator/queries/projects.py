@@ -7,6 +7,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from orchestrator.queries.memory import memory_size
 from orchestrator.scheduling import workspace
 from orchestrator.scheduling.lookup import get_project_row
 from shared import events
@@ -39,6 +40,7 @@ def project_detail(project_id: str) -> ProjectDetail:
             input_tokens=int(tokens[0]),
             output_tokens=int(tokens[1]),
             last_event_seq=project.last_event_seq,
+            memory=memory_size(session, project),
         )
 
 

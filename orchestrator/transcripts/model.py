@@ -1,5 +1,6 @@
-"""A project's transcript: every message of every agent, the agent tree, the subagents' reports
-and the totals; narrowing it to one agent, its JSON form, and reading a transcript file.
+"""A project's transcript: every message of every agent, the agent tree, the subagents' reports,
+what the agents wrote to the memory bank and sent each other, and the totals; narrowing it to one
+agent, its JSON form, and reading a transcript file.
 
 It is read from the database by :mod:`orchestrator.transcripts.store`, written in the compact scg
 format by :mod:`orchestrator.transcripts.scg` and for people by :mod:`orchestrator.transcripts.render`.
@@ -111,6 +112,34 @@ class Subagent(_Strict):
     report: str | None = None
 
 
+class MemoryWrite(_Strict):
+    """A write of the memory bank by an agent of the transcript (``memory_write``)."""
+
+    agent: str
+    iteration: int
+    created_at: UTCDatetime
+    key: str
+    version: int
+    conflict: bool = False
+    """The write did not see another current value of the key: both were kept."""
+    tags: list[str] = Field(default_factory=list)
+    value: str
+
+
+class AgentMail(_Strict):
+    """A message an agent sent other agents (``send_message``); ``to`` holds the recipients' ids.
+
+    In one agent's transcript its sender may be outside the agents listed (a message it received).
+    """
+
+    agent: str
+    iteration: int
+    created_at: UTCDatetime
+    to: list[str]
+    broadcast: bool = False
+    text: str
+
+
 class Metrics(_Strict):
     # The cache counts keep the names transcripts have always written.
     model_config = ConfigDict(extra="forbid", validate_by_name=True, serialize_by_alias=True)
@@ -138,6 +167,9 @@ class Transcript(_Strict):
     agents: list[TranscriptAgent]
     messages: list[TranscriptMessage]
     subagents: list[Subagent]
+    # Transcripts written before the memory bank have neither.
+    memory: list[MemoryWrite] = Field(default_factory=list)
+    mail: list[AgentMail] = Field(default_factory=list)
     metrics: Metrics
 
     @model_validator(mode="after")
@@ -158,10 +190,15 @@ class Transcript(_Strict):
             if sub.agent not in known:
                 msg = f"subagent {sub.agent!r} is not in the agents"
                 raise ValueError(msg)
+        for write in self.memory:
+            if write.agent not in known:
+                msg = f"memory write of {write.key!r} names agent {write.agent!r}, which is not in the agents"
+                raise ValueError(msg)
         return self
 
     def for_agent(self, ref: str) -> Transcript:
-        """One agent's conversation: its own messages, the agents it spawned and their reports.
+        """One agent's conversation: its own messages, the agents it spawned and their reports,
+        what they wrote to the memory bank, sent, and the messages sent to them.
 
         ``ref`` is an agent id, a unique prefix of one, or ``root`` (the first top-level agent).
 
@@ -181,6 +218,8 @@ class Transcript(_Strict):
             agents=agents,
             messages=messages,
             subagents=[s for s in self.subagents if s.agent in subtree],
+            memory=[w for w in self.memory if w.agent in subtree],
+            mail=[m for m in self.mail if m.agent in subtree or subtree.intersection(m.to)],
             metrics=measure([agent], messages, *span),
         )
 

@@ -1,9 +1,10 @@
 """A transcript for people: as Markdown, as the plain lines ``raas logs`` prints, and replayed
-with its original timing.
+with its original timing (messages, memory writes and messages between agents, as they happened).
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
 import time
@@ -11,7 +12,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from orchestrator.transcripts.model import (
+    AgentMail,
     Block,
+    MemoryWrite,
     RawBlock,
     TextBlock,
     ToolResultBlock,
@@ -24,6 +27,9 @@ from shared.errors import InvalidInput
 
 PREVIEW_CHARS = 600
 
+#: What a replay shows, one at a time.
+TranscriptItem = TranscriptMessage | MemoryWrite | AgentMail
+
 
 def agent_label(agent: TranscriptAgent | None, agent_id: str) -> str:
     return f"{agent.category if agent else 'agent'} {agent_id[:8]}"
@@ -34,6 +40,13 @@ def _fence(text: str, lang: str = "") -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def _code(text: str) -> str:
+    """Inline code that no backtick in ``text`` can end early."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    return f"{ticks} {text} {ticks}"
 
 
 def _when(moment: datetime | None) -> str:
@@ -103,9 +116,31 @@ def to_markdown(transcript: Transcript) -> str:
         out += ["", f"### {agent_label(agents.get(sub.agent), sub.agent)}{spawned}", ""]
         out += ["**Prompt**", "", _fence(sub.prompt or "", "text"), "", "**Report**", ""]
         out.append(_fence(sub.report, "text") if sub.report is not None else "*(no report)*")
+    out += _md_memory(transcript, agents) + _md_mail(transcript, agents)
     out += ["", "## Metrics", "", "| metric | value |", "|---|---|"]
     out += [f"| {name} | {value if value is not None else '-'} |" for name, value in m.model_dump().items()]
     return "\n".join(out) + "\n"
+
+
+def _md_memory(transcript: Transcript, agents: dict[str, TranscriptAgent]) -> list[str]:
+    out = ["", "## Memory"] if transcript.memory else []
+    for w in transcript.memory:
+        conflict = " · **conflict**" if w.conflict else ""
+        tags = f" · tags {_code(', '.join(w.tags))}" if w.tags else ""
+        title = f"{_code(w.key)} version {w.version} · {agent_label(agents.get(w.agent), w.agent)}"
+        out += ["", f"### {title} · iteration {w.iteration} · {w.created_at:%H:%M:%S}{conflict}{tags}", ""]
+        out.append(_fence(w.value, "text"))
+    return out
+
+
+def _md_mail(transcript: Transcript, agents: dict[str, TranscriptAgent]) -> list[str]:
+    out = ["", "## Messages between agents"] if transcript.mail else []
+    for m in transcript.mail:
+        to = "all (broadcast)" if m.broadcast else ", ".join(agent_label(agents.get(a), a) for a in m.to)
+        sender = agent_label(agents.get(m.agent), m.agent)
+        out += ["", f"### {sender} → {to} · iteration {m.iteration} · {m.created_at:%H:%M:%S}", ""]
+        out.append(_fence(m.text, "text"))
+    return out
 
 
 def _cut(text: str, limit: int) -> str:
@@ -145,15 +180,47 @@ def format_message(
     return "\n".join(lines)
 
 
+def format_memory_write(write: MemoryWrite, agent: TranscriptAgent | None, full: bool = False) -> str:
+    """A memory write as plain text, the way :func:`format_message` shows a message."""
+    limit = 10**12 if full else PREVIEW_CHARS
+    who = agent_label(agent, write.agent)
+    head = f"{write.created_at:%H:%M:%S} memory_write {who} iteration {write.iteration}"
+    conflict = " (in conflict: another value was kept)" if write.conflict else ""
+    tags = f" [{', '.join(write.tags)}]" if write.tags else ""
+    return f"{head}\n" + _indent(
+        f"{write.key!r} version {write.version}{tags}{conflict}: " + _cut(write.value, limit)
+    )
+
+
+def format_mail(mail: AgentMail, agents: dict[str, TranscriptAgent], full: bool = False) -> str:
+    """A message between agents as plain text."""
+    limit = 10**12 if full else PREVIEW_CHARS
+    to = "broadcast" if mail.broadcast else ", ".join(agent_label(agents.get(a), a) for a in mail.to)
+    head = f"{mail.created_at:%H:%M:%S} send_message {agent_label(agents.get(mail.agent), mail.agent)}"
+    return f"{head} iteration {mail.iteration} → {to}\n" + _indent(_cut(mail.text, limit))
+
+
+def timeline(transcript: Transcript) -> list[TranscriptItem]:
+    """The messages, memory writes and messages between agents in the order they happened (at
+    one moment, messages first)."""
+
+    def when(item: TranscriptItem) -> datetime:
+        return item.created_at
+
+    streams: list[list[TranscriptItem]] = [[*transcript.messages], [*transcript.memory], [*transcript.mail]]
+    return list(heapq.merge(*streams, key=when))
+
+
 def replay(
     transcript: Transcript,
     speed: float,
-    emit: Callable[[TranscriptMessage], None],
+    emit: Callable[[TranscriptItem], None],
     *,
     sleep: Callable[[float], None] = time.sleep,
     max_wait_s: float | None = None,
 ) -> None:
-    """Hand each message to ``emit`` after the time that passed before it, divided by ``speed``.
+    """Hand each item of the :func:`timeline` to ``emit`` after the time that passed before it,
+    divided by ``speed``.
 
     Raises:
         InvalidInput: ``speed`` is not above 0, or ``max_wait_s`` is negative.
@@ -165,12 +232,12 @@ def replay(
         msg = f"--max-wait {max_wait_s} must not be negative"
         raise InvalidInput(msg)
     previous: datetime | None = None
-    for message in transcript.messages:
+    for item in timeline(transcript):
         if previous is not None:
-            wait = max(0.0, (message.created_at - previous).total_seconds()) / speed
+            wait = max(0.0, (item.created_at - previous).total_seconds()) / speed
             if max_wait_s is not None:
                 wait = min(wait, max_wait_s)
             if wait > 0:
                 sleep(wait)
-        emit(message)
-        previous = message.created_at
+        emit(item)
+        previous = item.created_at

@@ -1,10 +1,12 @@
 """scg, the compact transcript format: a header line, one line per agent and per message, the
-subagents and the metrics — escaped so that :func:`parse` gives back exactly what
-:func:`write` was given. The format is specified in docs/transcript-scg.md.
+subagents, the memory bank's writes and the messages between agents (two sections a file without
+them leaves out, as files written before them do), and the metrics — escaped so that :func:`parse`
+gives back exactly what :func:`write` was given. The format is specified in docs/transcript-scg.md.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
@@ -13,7 +15,9 @@ from pydantic import ValidationError
 
 from orchestrator.transcripts.model import (
     METRIC_KEYS,
+    AgentMail,
     Block,
+    MemoryWrite,
     Metrics,
     ProjectInfo,
     RawBlock,
@@ -53,14 +57,19 @@ from shared.models import AgentStatus, ProjectStatus
 MAGIC = "#TRANSCRIPT"
 VERSION = "v1"
 END = "#END"
-SECTIONS = ("@agents", "@messages", "@subagents", "@metrics")
+SECTIONS = ("@agents", "@messages", "@subagents", "@memory", "@mail", "@metrics")
+# Written only when the transcript has any; files from before the memory bank have neither.
+OPTIONAL = frozenset({"@memory", "@mail"})
 LEGENDS = (
     "# i|id|category|depth|parent|status|task|iterations|failed_iterations",
     "# n|t|role|agent|iteration|attempt|model|stop|usage|cost_usd|duration_s|blocks…"
     "  (T|text  U|id|name|input  R|id|error|content  X|json)",
     "# agent|iteration|prompt|report",
+    "# t|agent|iteration|key|version|conflict|tags|value",
+    "# t|sender|iteration|broadcast|to|text  (sender and to: agent ids)",
     "# key=value",
 )
+METRICS = SECTIONS.index("@metrics")
 HEADER_KEYS = ("project", "name", "status", "reason", "model", "created", "started", "finished")
 ROLES: dict[str, Literal["user", "assistant"]] = {"u": "user", "a": "assistant"}
 
@@ -105,7 +114,19 @@ def write(transcript: Transcript) -> str:
     for s in transcript.subagents:
         cells = [index[s.agent], number_cell(s.iteration), opt(s.prompt), opt(s.report)]
         lines.append("|".join(cells))
-    lines += [SECTIONS[3], LEGENDS[3]]
+    if transcript.memory:
+        lines += [SECTIONS[3], LEGENDS[3]]
+    for w in transcript.memory:
+        cells = [offset(w.created_at - project.created_at), index[w.agent], str(w.iteration), escape(w.key)]
+        cells += [str(w.version), str(int(w.conflict)), _dump_list(w.tags), escape(w.value)]
+        lines.append("|".join(cells))
+    if transcript.mail:
+        lines += [SECTIONS[4], LEGENDS[4]]
+    for sent in transcript.mail:
+        cells = [offset(sent.created_at - project.created_at), escape(sent.agent), str(sent.iteration)]
+        cells += [str(int(sent.broadcast)), _dump_list(sent.to), escape(sent.text)]
+        lines.append("|".join(cells))
+    lines += [SECTIONS[METRICS], LEGENDS[METRICS]]
     lines += [f"{key}={number_cell(value)}" for key, value in transcript.metrics.model_dump().items()]
     lines.append(END)
     return "\n".join(lines) + "\n"
@@ -118,6 +139,28 @@ def sizes(transcript: Transcript) -> dict[str, int]:
         "json": len(to_json(transcript).encode()),
         "json_compact": len(transcript.model_dump_json().encode()),
     }
+
+
+def _dump_list(items: list[str]) -> str:
+    return escape(json.dumps(items, ensure_ascii=False, separators=(",", ":")))
+
+
+def _read_list(raw: str, what: str) -> list[str]:
+    try:
+        value = json.loads(unescape(raw))
+    except json.JSONDecodeError as exc:
+        msg = f"{what} is not JSON ({exc})"
+        raise BadCell(msg) from exc
+    expect(
+        isinstance(value, list) and all(isinstance(item, str) for item in value),
+        f"{what} is not a JSON list of strings",
+    )
+    return value
+
+
+def _flag(raw: str, what: str) -> bool:
+    expect(raw in ("0", "1"), f"{what} flag {raw!r} is not 0 or 1")
+    return raw == "1"
 
 
 def _block(block: Block, previous: list[str]) -> list[str]:
@@ -149,6 +192,8 @@ class _Parser:
         self.agents: list[TranscriptAgent] = []
         self.messages: list[TranscriptMessage] = []
         self.subagents: list[Subagent] = []
+        self.memory: list[MemoryWrite] = []
+        self.mail: list[AgentMail] = []
         self.metrics: dict[str, Any] = {}
         self.previous: list[str] = []
         self.ended = False
@@ -170,7 +215,7 @@ class _Parser:
             except ValidationError as exc:
                 raise self.fail(number, exc.errors()[0]["msg"]) from exc
         if not self.ended:
-            missing = ", ".join(SECTIONS[self.section + 1 :]) or END
+            missing = ", ".join(self.required_after()) or END
             raise self.fail(len(lines), f"the file ends before {END} (missing: {missing}); is it cut short?")
         absent = [key for key in METRIC_KEYS if key not in self.metrics]
         if absent:
@@ -182,6 +227,8 @@ class _Parser:
                 agents=self.agents,
                 messages=self.messages,
                 subagents=self.subagents,
+                memory=self.memory,
+                mail=self.mail,
                 metrics=Metrics(**self.metrics),
             )
         except ValidationError as exc:
@@ -197,27 +244,40 @@ class _Parser:
         if not line.strip() or line == "#" or line.startswith("# "):
             return
         if line == END:
-            expect(
-                self.section == len(SECTIONS) - 1, f"{END} before {', '.join(SECTIONS[self.section + 1 :])}"
-            )
+            expect(self.section == METRICS, f"{END} before {', '.join(self.required_after())}")
             self.ended = True
             return
         if line.startswith("@"):
-            expected = SECTIONS[self.section + 1] if self.section + 1 < len(SECTIONS) else END
+            allowed = self.allowed_next()
+            expected = " or ".join(allowed) or END
             expect(
-                line == expected,
+                line in allowed,
                 f"expected {expected} here, found {line[:40]!r} (sections: {' '.join(SECTIONS)})",
             )
-            self.section += 1
+            self.section = SECTIONS.index(line)
             return
         expect(self.section >= 0, f"expected {SECTIONS[0]} after the header")
         readers: tuple[Callable[[list[str]], None], ...] = (
             self.agent,
             self.message,
             self.subagent,
+            self.memory_write,
+            self.mail_item,
             self.metric,
         )
-        readers[self.section](split_cells(line) if self.section < 3 else [line])
+        readers[self.section](split_cells(line) if self.section < METRICS else [line])
+
+    def allowed_next(self) -> list[str]:
+        """The sections that may come next: the optional ones up to the next required one."""
+        allowed = []
+        for name in SECTIONS[self.section + 1 :]:
+            allowed.append(name)
+            if name not in OPTIONAL:
+                break
+        return allowed
+
+    def required_after(self) -> list[str]:
+        return [name for name in SECTIONS[self.section + 1 :] if name not in OPTIONAL]
 
     def agent(self, cells: list[str]) -> None:
         expect(len(cells) == 9, f"an agent line has 9 cells ({LEGENDS[0][2:]}), this one {len(cells)}")
@@ -320,6 +380,37 @@ class _Parser:
                 iteration=None if cells[1] == "~" else read_int(cells[1], "iteration"),
                 prompt=read_opt(cells[2]),
                 report=read_opt(cells[3]),
+            )
+        )
+
+    def memory_write(self, cells: list[str]) -> None:
+        expect(len(cells) == 8, f"a memory line has 8 cells ({LEGENDS[3][2:]}), this one {len(cells)}")
+        assert self.project is not None
+        self.memory.append(
+            MemoryWrite(
+                created_at=self.project.created_at + read_offset(cells[0]),
+                agent=self.agent_id(cells[1]),
+                iteration=read_int(cells[2], "iteration"),
+                key=unescape(cells[3]),
+                version=read_int(cells[4], "version"),
+                conflict=_flag(cells[5], "conflict"),
+                tags=_read_list(cells[6], "tags"),
+                value=unescape(cells[7]),
+            )
+        )
+
+    def mail_item(self, cells: list[str]) -> None:
+        legend = LEGENDS[4][2:].split("  ")[0]
+        expect(len(cells) == 6, f"a mail line has 6 cells ({legend}), this one {len(cells)}")
+        assert self.project is not None
+        self.mail.append(
+            AgentMail(
+                created_at=self.project.created_at + read_offset(cells[0]),
+                agent=unescape(cells[1]),
+                iteration=read_int(cells[2], "iteration"),
+                broadcast=_flag(cells[3], "broadcast"),
+                to=_read_list(cells[4], "to"),
+                text=unescape(cells[5]),
             )
         )
 

@@ -1,5 +1,6 @@
 """Reading a project's transcript from the database: every stored message of every attempt, in
-the order they were written, with the agent tree and the subagents' prompts and reports.
+the order they were written, with the agent tree, the subagents' prompts and reports, the project's
+writes to the memory bank and the messages its agents sent each other.
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from orchestrator.scheduling.lookup import get_project_row
 from orchestrator.transcripts.model import (
+    AgentMail,
     Block,
+    MemoryWrite,
     ProjectInfo,
     RawBlock,
     Subagent,
@@ -25,8 +29,9 @@ from orchestrator.transcripts.model import (
     TranscriptMessage,
     measure,
 )
+from shared import mailbox
 from shared.db import session_scope
-from shared.models import Agent, Iteration, IterationStatus, Message, Task
+from shared.models import Agent, Iteration, IterationStatus, MemoryVersion, Message, Task
 from shared.usage import Usage
 
 
@@ -89,12 +94,16 @@ def load_transcript(project_id: str, agent: str | None = None) -> Transcript:
             if a.parent_id is not None
         ]
         history = [_message(index, m, numbers) for index, m in enumerate(messages, start=1)]
+        memory = _memory(session, project_id, numbers)
+        mail = _mail(session, project_id, numbers)
     end = info.finished_at or (history[-1].created_at if history else None)
     transcript = Transcript(
         project=info,
         agents=agents,
         messages=history,
         subagents=subagents,
+        memory=memory,
+        mail=mail,
         metrics=measure(agents, history, info.started_at, end),
     )
     return transcript.for_agent(agent) if agent else transcript
@@ -123,6 +132,47 @@ def _tree(rows: Any, tasks: dict[str, str], ran: dict[str, list[IterationStatus]
         )
         stack.extend(reversed(children[row.id]))
     return ordered
+
+
+def _memory(session: Session, project_id: str, numbers: dict[str, int]) -> list[MemoryWrite]:
+    """The project's own writes (a bank shared with the tenant holds others' too)."""
+    rows = session.scalars(
+        select(MemoryVersion)
+        .where(MemoryVersion.project_id == project_id)
+        .order_by(MemoryVersion.created_at, MemoryVersion.id)
+    )
+    return [
+        MemoryWrite(
+            agent=row.agent_id,
+            iteration=numbers.get(row.iteration_id, 0),
+            created_at=row.created_at,
+            key=row.key,
+            version=row.version,
+            conflict=row.conflict,
+            tags=list(row.tags or []),
+            value=row.value,
+        )
+        for row in rows
+    ]
+
+
+def _mail(session: Session, project_id: str, numbers: dict[str, int]) -> list[AgentMail]:
+    """One entry per message sent, with all its recipients (stored one row each)."""
+    sent: dict[tuple[str, str], AgentMail] = {}
+    for row, _category in mailbox.project_messages(session, project_id):
+        key = (row.iteration_id, row.tool_use_id)
+        if key in sent:
+            sent[key].to.append(row.recipient_id)
+            continue
+        sent[key] = AgentMail(
+            agent=row.sender_id,
+            iteration=numbers.get(row.iteration_id, 0),
+            created_at=row.created_at,
+            to=[row.recipient_id],
+            broadcast=row.broadcast,
+            text=row.text,
+        )
+    return list(sent.values())
 
 
 def _message(seq: int, row: Message, numbers: dict[str, int]) -> TranscriptMessage:

@@ -21,11 +21,19 @@ from shared.models import Base
 pytestmark = pytest.mark.integration
 
 
+def _not_full_text(obj: object, name: str | None, type_: str, reflected: bool, compare_to: object) -> bool:
+    """Everything but the memory bank's full-text index. It is not in the models since it depends
+    on the dialect (migration 0004 makes it): Postgres's GIN expression index, SQLite's FTS5 table
+    with the shadow tables FTS5 keeps beside it."""
+    return not (name == "ix_memory_versions_fts" or (name or "").startswith("memory_fts"))
+
+
 def _drift(url: str) -> list[object]:
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
-            return list(compare_metadata(MigrationContext.configure(conn), Base.metadata))
+            context = MigrationContext.configure(conn, opts={"include_object": _not_full_text})
+            return list(compare_metadata(context, Base.metadata))
     finally:
         engine.dispose()
 
@@ -53,6 +61,30 @@ def test_the_migrated_sqlite_database_matches_the_models(tmp_path: Path) -> None
     upgrade(url)
     assert _drift(url) == []
     assert _unfinished_index(url)["column_names"] == ["project_id"]
+
+
+def test_the_full_text_index_is_made_for_each_dialect_and_undone(database_url: str, tmp_path: Path) -> None:
+    sqlite_url = f"sqlite:///{tmp_path / 'raas.db'}"
+    upgrade(sqlite_url)
+    engine = create_engine(sqlite_url)
+    try:
+        assert "memory_fts" in inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+    engine = create_engine(database_url)
+    try:
+        indexes = {ix["name"] for ix in inspect(engine).get_indexes("memory_versions")}
+    finally:
+        engine.dispose()
+    assert "ix_memory_versions_fts" in indexes
+
+    command.downgrade(alembic_config(sqlite_url), "0003")
+    engine = create_engine(sqlite_url)
+    try:
+        tables = inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+    assert not [name for name in tables if name.startswith("memory")]
 
 
 def _paused_project(url: str, reason: str) -> None:

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from orchestrator.transcripts import scg
 from orchestrator.transcripts.files import read_transcript
 from orchestrator.transcripts.model import (
+    AgentMail,
+    MemoryWrite,
     Metrics,
     ProjectInfo,
     RawBlock,
@@ -148,6 +150,30 @@ def transcripts(draw: st.DrawFn) -> Transcript:
             )
             for _ in range(draw(st.integers(0, 2)))
         ],
+        memory=[
+            MemoryWrite(
+                agent=draw(st.sampled_from(ids)),
+                iteration=draw(st.integers(0, 50)),
+                created_at=created + timedelta(microseconds=draw(st.integers(-(10**9), 10**12))),
+                key=draw(texts),
+                version=draw(st.integers(1, 10**6)),
+                conflict=draw(st.booleans()),
+                tags=draw(st.lists(texts, max_size=3)),
+                value=draw(texts),
+            )
+            for _ in range(draw(st.integers(0, 3)))
+        ],
+        mail=[
+            AgentMail(
+                agent=draw(st.sampled_from(ids) | texts),  # a received message's sender may be outside
+                iteration=draw(st.integers(0, 50)),
+                created_at=created + timedelta(microseconds=draw(st.integers(-(10**9), 10**12))),
+                to=draw(st.lists(st.sampled_from(ids) | texts, max_size=3)),
+                broadcast=draw(st.booleans()),
+                text=draw(texts),
+            )
+            for _ in range(draw(st.integers(0, 3)))
+        ],
         metrics=draw(
             st.builds(
                 Metrics,
@@ -169,10 +195,18 @@ def test_any_transcript_written_as_scg_reads_back_as_the_same_transcript(transcr
     back = parse(text)
     assert back == transcript
     assert back.model_dump(mode="json") == transcript.model_dump(mode="json")
-    # One line per agent, message and metric: no payload can break a line.
-    assert len(text.splitlines()) == 10 + len(transcript.agents) + len(transcript.messages) + len(
-        transcript.subagents
-    ) + len(Metrics.model_fields)
+    # One line per agent, message, memory write, message between agents and metric: no payload can
+    # break a line. @memory and @mail (a section line and a legend) only when there are any.
+    optional = sum(2 + len(items) for items in (transcript.memory, transcript.mail) if items)
+    assert (
+        len(text.splitlines())
+        == 10
+        + len(transcript.agents)
+        + len(transcript.messages)
+        + len(transcript.subagents)
+        + len(Metrics.model_fields)
+        + optional
+    )
 
 
 @settings(max_examples=100, deadline=None)
@@ -281,6 +315,100 @@ def test_a_file_that_does_not_parse_is_refused_with_its_line(
     assert message.startswith(f"{path}:{line}: "), message
     assert fragment in message
     assert "\n" not in message
+
+
+# A transcript as written before the memory bank (no @memory, no @mail).
+OLD_FILE = """#TRANSCRIPT v1 project=p1 name=old status=completed reason=~ model=m \
+created=2025-03-01T12:00:00+00:00 started=~ finished=~
+@agents
+# i|id|category|depth|parent|status|task|iterations|failed_iterations
+0|root1|builder|0|~|completed|~|1|0
+@messages
+1|0|u|0|1|1|~|~|~|0|~|T|go
+@subagents
+@metrics
+messages=1
+iterations=1
+failed_iterations=0
+tool_calls=0
+tool_errors=0
+input_tokens=0
+output_tokens=0
+cache_write_tokens=0
+cache_read_tokens=0
+cost_usd=0
+llm_s=0.0
+duration_s=~
+#END
+"""
+
+
+def test_a_file_written_before_the_memory_bank_still_reads_and_writes_back_the_same() -> None:
+    old = parse(OLD_FILE)
+    assert (old.memory, old.mail, [m.seq for m in old.messages]) == ([], [], [1])
+    assert "@memory" not in write(old)
+    assert parse(write(old)) == old
+
+
+def _with_memory() -> Transcript:
+    sample = _sample()
+    sample.memory = [
+        MemoryWrite(
+            agent="sub1",
+            iteration=1,
+            created_at=T0 + timedelta(seconds=3),
+            key="plan",
+            version=2,
+            conflict=True,
+            tags=["storage"],
+            value="use | postgres\n",
+        )
+    ]
+    sample.mail = [
+        AgentMail(agent="sub1", iteration=1, created_at=T0 + timedelta(seconds=4), to=["root1"], text="hi")
+    ]
+    return sample
+
+
+def test_memory_writes_and_messages_between_agents_are_written_read_shown_and_replayed_in_place() -> None:
+    sample = _with_memory()
+    text = write(sample)
+    assert "@memory\n# t|agent|iteration|key|version|conflict|tags|value\n3|1|1|plan|2|1|" in text
+    assert '|["storage"]|use \\| postgres\\n\n@mail\n' in text
+    assert '\n4|sub1|1|0|["root1"]|hi\n@metrics\n' in text
+    assert parse(text) == sample
+    md = to_markdown(sample)
+    assert "## Memory" in md
+    assert "## Messages between agents" in md
+    shown: list[str] = []
+    replay(sample, 1.0, lambda item: shown.append(type(item).__name__), sleep=lambda s: None)
+    assert shown == [
+        "TranscriptMessage",
+        "TranscriptMessage",
+        "MemoryWrite",
+        "AgentMail",
+        "TranscriptMessage",
+        "TranscriptMessage",
+    ]
+    # One agent's transcript keeps its writes, what it sent and what it was sent.
+    root = sample.for_agent("root")
+    assert (len(root.memory), len(root.mail)) == (1, 1)
+    assert parse(write(root)) == root
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "fragment"),
+    [
+        ("|plan|2|1|", "|plan|2|7|", "conflict flag '7' is not 0 or 1"),
+        ('|["storage"]|', '|{"a":1}|', "tags is not a JSON list of strings"),
+        ('|["root1"]|', "|root1|", "to is not JSON"),
+        ("@subagents\n", "@mail\n", "expected @subagents here"),
+    ],
+)
+def test_a_bad_memory_or_mail_line_is_refused_with_its_line(old: str, new: str, fragment: str) -> None:
+    text = write(_with_memory()).replace(old, new, 1)
+    with pytest.raises(ScgError, match=fragment):
+        parse(text)
 
 
 def test_a_file_that_is_neither_scg_nor_transcript_json_is_refused(tmp_path: Path) -> None:

@@ -92,13 +92,19 @@ def system_blocks(claim: Claim) -> list[dict[str, Any]]:
 
 def first_message(claim: Claim) -> dict[str, Any]:
     parts = [
-        f"Iteration {claim.number} of project {claim.project_name!r} ({claim.category} agent).",
+        f"Iteration {claim.number} of project {claim.project_name!r} "
+        f"({claim.category} agent {claim.agent_id}).",
         f"Task: {claim.task_text}",
     ]
     if claim.feedback:
         parts.append(f"The validator ran the project's check and it failed; fix this:\n{claim.feedback}")
     for category, report in claim.reports:
         parts.append(f"Report from your {category} subagent:\n{report}")
+    for message in claim.mail:
+        to_all = " to every agent" if message.broadcast else ""
+        parts.append(
+            f"Message from {message.sender_category} agent {message.sender_id}{to_all}:\n{message.text}"
+        )
     parts.append("Start by looking at the workspace.")
     return {"role": "user", "content": [{"type": "text", "text": "\n\n".join(parts)}]}
 

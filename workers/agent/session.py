@@ -1,6 +1,8 @@
 """One iteration's agent session: the tool-use loop, from its context to the end of the turn.
 
-Every tool call runs in the iteration's sandbox; ``task_complete`` is answered here. What the
+Every tool call runs in the iteration's sandbox, but ``task_complete``, ``spawn_subagent`` and
+``submit_plan`` are answered here and the memory and message tools from the database
+(:mod:`workers.tools.coordination`). What the
 model sent is never trusted blindly: a tool call from a reply cut off at ``max_tokens`` is not
 run (its input is truncated even when it parses), a tool input that is not JSON is refused,
 a refusal or a reply without a stop reason is never taken for completion.
@@ -31,8 +33,10 @@ from shared.event_payloads import (
     ToolExecuted,
 )
 from shared.events import EventData
+from shared.memory import ToolCall
 from shared.models import ErrorKind
 from shared.pricing import find_price
+from shared.schemas import EventOut
 from workers import records
 from workers.agent import context, prompts
 from workers.agent.output import OutputCoalescer
@@ -42,6 +46,7 @@ from workers.llm.retry import Failure, IncompleteReply, RetryPolicy, classify, r
 from workers.records import Claim
 from workers.sandbox.base import Sandbox
 from workers.tools import TOOL_NAMES, execute, tool_specs
+from workers.tools.coordination import COORDINATION_TOOLS, Caller, answer
 
 log = logging.getLogger(__name__)
 PREVIEW_CHARS = 2000
@@ -52,6 +57,7 @@ MAX_TOKENS_CEILING = 64_000
 
 
 Emit = Callable[[EventData], None]
+Publish = Callable[[EventOut], None]
 
 
 class SessionFailure(Exception):
@@ -83,12 +89,15 @@ class AgentSession:
         emit: Emit,
         policy: RetryPolicy | None = None,
         limiter: RateLimiter | None = None,
+        publish: Publish | None = None,
     ) -> None:
         self.claim = claim
         self.config = claim.config
         self.sandbox = sandbox
         self.client = client
         self.emit = emit
+        # Events a tool recorded in its own transaction (a memory write, a message), to publish.
+        self.publish = publish or (lambda event: None)
         self.policy = policy or RetryPolicy()
         self.limiter = limiter
         rate = claim.config.rate_limit
@@ -100,7 +109,10 @@ class AgentSession:
         # Lowered when the model says the prompt is too long, so later turns fit at once.
         self.window_tokens = self.config.context_window_tokens
         category = self.config.category(claim.category)
-        self.tools = prompts.tools_for(claim, tool_specs(category.tools or TOOL_NAMES))
+        self.coordination = tuple(COORDINATION_TOOLS) if category.coordination else ()
+        specs = tool_specs(category.tools or TOOL_NAMES)
+        specs += [COORDINATION_TOOLS[name].spec() for name in self.coordination]
+        self.tools = prompts.tools_for(claim, specs)
         self.output = OutputCoalescer(lambda text: self.emit(AgentOutputChunk(text=text)))
 
     def _reserve(self, window: list[dict[str, Any]]) -> None:
@@ -301,6 +313,8 @@ class AgentSession:
             content, is_error = self._spawn(args)
         elif name == "submit_plan" and self.claim.role is Role.PLANNER:
             content, is_error = self._plan(args, result)
+        elif name in self.coordination:
+            content, is_error = self._coordinate(name, args, use_id)
         elif name == "task_complete":
             summary = args.get("summary") if isinstance(args, dict) else None
             result.completed, result.summary = True, str(summary or "")
@@ -312,6 +326,14 @@ class AgentSession:
             ToolExecuted(tool=name, tool_use_id=use_id, is_error=is_error, output=content[:PREVIEW_CHARS])
         )
         return _tool_result(use_id, content, is_error)
+
+    def _coordinate(self, name: str, args: Any, use_id: str) -> tuple[str, bool]:
+        claim = self.claim
+        call = ToolCall(claim.project_id, claim.agent_id, claim.iteration_id, use_id)
+        outcome = answer(Caller(call, claim.memory_bank, self.config.memory), name, args)
+        if outcome.event is not None:
+            self.publish(outcome.event)
+        return outcome.result.content, outcome.result.is_error
 
     def _spawn(self, args: Any) -> tuple[str, bool]:
         if not isinstance(args, dict) or not isinstance(args.get("category"), str) or not args.get("prompt"):
