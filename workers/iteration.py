@@ -274,7 +274,8 @@ class IterationRunner:
         client = llm.make_client(self.settings)
         sandbox = lease.take_sandbox() or self._sandbox(claim, lease.workdir)
         try:
-            return AgentSession(claim, sandbox, client, emit, limiter=self.limiter).run()
+            publish = self.bus.publish
+            return AgentSession(claim, sandbox, client, emit, limiter=self.limiter, publish=publish).run()
         finally:
             sandbox.close()
             client.close()
