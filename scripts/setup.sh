@@ -77,10 +77,12 @@ python_env() {
     fi
 }
 
-apt_install git curl ca-certificates debootstrap iproute2 postgresql-client redis-tools
+apt_install git curl ca-certificates debootstrap iproute2 postgresql-client redis-tools docker-compose
 start_postgres
 start_redis
 start_docker
 python_env
 "$ROOT/deploy/sandbox/build-offline.sh"
+# The app image's base (Debian trixie), for the compose test's offline build; cached by its tag.
+"$ROOT/deploy/build-app-offline.sh" --base-only
 say "ready"

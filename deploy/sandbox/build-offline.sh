@@ -4,11 +4,16 @@
 # image as the Dockerfile beside this script (user agent 1000:1000, WORKDIR /workspace).
 #
 # Usage: build-offline.sh [TAG]   (default: $RAAS_SANDBOX_IMAGE or constellation-sandbox:bookworm)
+#
+# deploy/build-app-offline.sh reuses it for the app image's base, with another suite and package
+# list (RAAS_DEBIAN_SUITE, RAAS_DEBOOTSTRAP_PACKAGES), taken from the mirror that serves the
+# host's own suite (RAAS_DEBIAN_MIRROR_SUITE) when the host has no apt source for it.
 set -euo pipefail
 
 TAG="${1:-${RAAS_SANDBOX_IMAGE:-constellation-sandbox:bookworm}}"
-SUITE=bookworm
-PACKAGES=bash,coreutils,git,python3,ripgrep,ca-certificates,procps
+SUITE="${RAAS_DEBIAN_SUITE:-bookworm}"
+PACKAGES="${RAAS_DEBOOTSTRAP_PACKAGES:-bash,coreutils,git,python3,ripgrep,ca-certificates,procps}"
+MIRROR_SUITE="${RAAS_DEBIAN_MIRROR_SUITE:-$SUITE}"
 ME="$(basename "$0")"
 
 die() { echo "$ME: error: $*" >&2; exit 1; }
@@ -22,13 +27,13 @@ fi
 [[ $EUID -eq 0 ]] || die "debootstrap needs root; run as root (sudo $0)"
 command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
 
-# Print "URI KEYRING" of the first apt source for $SUITE itself (not -updates/-security),
+# Print "URI KEYRING" of the first apt source for $MIRROR_SUITE itself (not -updates/-security),
 # read from one-line sources.list files and deb822 *.sources files alike.
 find_mirror() {
     local f
     for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
         [[ -r $f ]] || continue
-        awk -v suite="$SUITE" '
+        awk -v suite="$MIRROR_SUITE" '
             $1 == "deb" {
                 i = 2; kr = "-"
                 if ($2 ~ /^\[/) {
@@ -42,7 +47,7 @@ find_mirror() {
     done
     for f in /etc/apt/sources.list.d/*.sources; do
         [[ -r $f ]] || continue
-        awk -v suite="$SUITE" '
+        awk -v suite="$MIRROR_SUITE" '
             function flush() {
                 if (deb && uri != "" && has) { print uri, (kr == "" ? "-" : kr); found = 1; exit }
                 deb = 0; uri = ""; kr = ""; has = 0
@@ -58,7 +63,7 @@ find_mirror() {
 }
 
 read -r MIRROR KEYRING < <(find_mirror | head -n 1) || true
-[[ -n ${MIRROR:-} ]] || die "no apt source for '$SUITE' found in /etc/apt/sources.list or /etc/apt/sources.list.d/"
+[[ -n ${MIRROR:-} ]] || die "no apt source for '$MIRROR_SUITE' found in /etc/apt/sources.list or /etc/apt/sources.list.d/"
 KEYRING_ARGS=()
 if [[ ${KEYRING:-"-"} != "-" && -r $KEYRING ]]; then
     KEYRING_ARGS=(--keyring="$KEYRING")
