@@ -1,32 +1,15 @@
-"""The memory bank: keys the agents of a project (or of a tenant's projects) write, read and
-search, with every write kept and concurrent writes flagged, never silently lost.
-
-Each write of a key is a version with its writer (agent, iteration) and a **version vector**:
-how many writes of the key by each agent it has seen, its own included. A write has seen what
-its agent read of the key in the same iteration (``memory_read`` records it, :class:`MemoryView`)
-and the agent's own earlier writes. A version supersedes the current values its vector
-dominates; those it does not stay current beside it, and the key is **in conflict** until a
-writer that has read them all writes again. Two parallel subagents writing one key without
-reading each other's values therefore leave both, with their writers, for the next reader.
-
-Every write to a bank first locks the bank's row, so the count limit holds with any number of
-writers (the same pattern as the budget's reservation, DESIGN.md rule 1), and a tool call's write
-is keyed by its iteration and tool_use id: a redelivered iteration never writes twice.
-
-Full-text search runs on Postgres as ``websearch_to_tsquery`` ranked by ``ts_rank`` and on SQLite
-as FTS5 ranked by ``bm25``; migration 0004 makes the index of each.
+"""The rules of a memory bank: writing a key (versions, writers, version vectors, conflicts,
+the limits, one write per tool call), reading it (recording what the reader saw), listing a
+bank and its size. See the package's docstring for the rule of conflicts.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, Field
-from pydantic_core import PydanticCustomError
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -38,67 +21,8 @@ from shared.models import Agent, Iteration, MemoryBank, MemoryEntry, MemoryVersi
 from shared.project_config import MemoryConfig
 from shared.schemas import EventOut, MemoryEntryOut, MemorySizeOut, MemoryValueOut
 
-KEY_CHARS = 200
-TAG_CHARS = 50
-MAX_TAGS = 16
-QUERY_CHARS = 500
-SEARCH_LIMIT = 50
 PREVIEW_CHARS = 200
-_TAG = re.compile(r"^[A-Za-z0-9_.:/-]+$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 Vector = dict[str, int]
-
-
-# The validators raise PydanticCustomError: it reads as its message alone, where a ValueError
-# would read "Value error, ...".
-def _key(value: str) -> str:
-    if not value.strip():
-        kind, msg = "blank_key", "a key must not be blank"
-        raise PydanticCustomError(kind, msg)
-    if _CONTROL.search(value):
-        kind, msg = "key_not_one_line", "a key must be one line of text (no control characters)"
-        raise PydanticCustomError(kind, msg)
-    return value
-
-
-def plain_text(value: str) -> str:
-    """Text the database can hold: Postgres text columns refuse NUL characters."""
-    if "\x00" in value:
-        kind, msg = "nul_in_text", "the text contains a NUL character; send plain text"
-        raise PydanticCustomError(kind, msg)
-    return value
-
-
-def _tag(value: str) -> str:
-    if not _TAG.match(value):
-        kind, msg = "bad_tag", "a tag may hold only letters, digits and _ . : / -"
-        raise PydanticCustomError(kind, msg)
-    return value
-
-
-def _query(value: str) -> str:
-    if not value.strip():
-        kind, msg = "blank_query", "a search query must not be blank"
-        raise PydanticCustomError(kind, msg)
-    return value
-
-
-#: A key: one line of text, 1 to 200 characters.
-MemoryKey = Annotated[
-    str,
-    Field(min_length=1, max_length=KEY_CHARS, description="The key: one line of text, up to 200 characters."),
-    AfterValidator(_key),
-]
-#: A value: any text without NUL characters (its size limit is the project's).
-MemoryValue = Annotated[str, AfterValidator(plain_text)]
-#: A tag: letters, digits and ``_ . : / -``.
-Tag = Annotated[
-    str,
-    Field(min_length=1, max_length=TAG_CHARS, json_schema_extra={"pattern": _TAG.pattern}),
-    AfterValidator(_tag),
-]
-Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
-SearchQuery = Annotated[str, Field(min_length=1, max_length=QUERY_CHARS), AfterValidator(_query)]
 
 
 def bank_of(project_id: str, tenant_id: str | None, config: MemoryConfig) -> str:
@@ -341,104 +265,7 @@ def entries(session: Session, bank: str, limit: int | None = 1000) -> list[Memor
     rows = session.scalars(
         select(MemoryEntry).where(MemoryEntry.bank_id == bank).order_by(MemoryEntry.key).limit(limit)
     ).all()
-    return _entries(session, rows, {})
-
-
-def search(
-    session: Session, bank: str, query: str, tags: Sequence[str] = (), limit: int = 10
-) -> list[MemoryEntryOut]:
-    """The keys whose current values match ``query`` (full text: words, "a phrase", or, -not),
-    best first; with ``tags``, only values carrying all of them."""
-    if session.get_bind().dialect.name == "postgresql":
-        ranked = _search_postgres(session, bank, query, tags, limit)
-    else:
-        ranked = _search_sqlite(session, bank, query, tags, limit)
-    if not ranked:
-        return []
-    rows = {e.id: e for e in session.scalars(select(MemoryEntry).where(MemoryEntry.id.in_(ranked)))}
-    return _entries(session, [rows[i] for i in ranked], ranked)
-
-
-# The document is written exactly as migration 0004 indexes it, so Postgres uses the index.
-_PG_DOCUMENT = "to_tsvector('english', v.key || ' ' || v.value)"
-
-
-def _search_postgres(
-    session: Session, bank: str, query: str, tags: Sequence[str], limit: int
-) -> dict[int, float]:
-    sql = (
-        f"SELECT v.entry_id, max(ts_rank({_PG_DOCUMENT}, q.query)) AS rank"
-        " FROM memory_versions v JOIN memory_entries e ON e.id = v.entry_id,"
-        " websearch_to_tsquery('english', :query) AS q(query)"
-        f" WHERE e.bank_id = :bank AND v.current AND {_PG_DOCUMENT} @@ q.query{_tag_filter(tags)}"
-        " GROUP BY v.entry_id ORDER BY rank DESC, v.entry_id LIMIT :limit"
-    )
-    rows = session.execute(text(sql), {"query": query, "bank": bank, "limit": limit, **_tag_params(tags)})
-    return {entry_id: float(rank) for entry_id, rank in rows}
-
-
-def _search_sqlite(
-    session: Session, bank: str, query: str, tags: Sequence[str], limit: int
-) -> dict[int, float]:
-    match = fts5_query(query)
-    if match is None:
-        return {}
-    sql = (
-        # Materialized: bm25() is only valid in the full-text query itself, which the planner
-        # would otherwise flatten into the join.
-        "WITH s AS MATERIALIZED"
-        " (SELECT rowid, bm25(memory_fts) AS score FROM memory_fts WHERE memory_fts MATCH :match)"
-        " SELECT v.entry_id, max(-s.score) AS rank"
-        " FROM s JOIN memory_versions v ON v.id = s.rowid JOIN memory_entries e ON e.id = v.entry_id"
-        f" WHERE e.bank_id = :bank AND v.current{_tag_filter(tags)}"
-        " GROUP BY v.entry_id ORDER BY rank DESC, v.entry_id LIMIT :limit"
-    )
-    rows = session.execute(text(sql), {"match": match, "bank": bank, "limit": limit, **_tag_params(tags)})
-    return {entry_id: float(rank) for entry_id, rank in rows}
-
-
-def _tag_filter(tags: Sequence[str]) -> str:
-    # Tags are stored as a JSON list; a tag's characters (checked by Tag) need no JSON escape,
-    # so '"tag"' appears in the text exactly when the list holds it.
-    return "".join(f" AND CAST(v.tags AS TEXT) LIKE :tag{i} ESCAPE '\\'" for i in range(len(tags)))
-
-
-def _tag_params(tags: Sequence[str]) -> dict[str, str]:
-    return {f"tag{i}": '%"' + tag.replace("_", "\\_") + '"%' for i, tag in enumerate(tags)}
-
-
-_TERM = re.compile(r'"([^"]*)"?|(\S+)')
-_WORD = re.compile(r"\w+")
-
-
-def fts5_query(query: str) -> str | None:
-    """``websearch_to_tsquery``'s syntax as an FTS5 query: words and "phrases" all match, ``or``
-    between two terms matches either, ``-word`` must not match. None when nothing can match.
-
-    Every word is quoted, so nothing the model writes is FTS5 syntax of its own.
-    """
-    out: list[str] = []
-    pending_not: list[str] = []
-    joiner = " AND "
-    for match in _TERM.finditer(query):
-        phrase, bare = match.groups()
-        if bare is not None and bare.lower() == "or":
-            joiner = " OR " if out else joiner
-            continue
-        negated = bare is not None and bare.startswith("-") and len(bare) > 1
-        words = _WORD.findall(phrase if phrase is not None else bare.removeprefix("-" if negated else ""))
-        if not words:
-            continue
-        term = '"' + " ".join(words) + '"'
-        if negated:
-            pending_not.append(term)
-            continue
-        out.append((joiner if out else "") + term)
-        out += [f" NOT {t}" for t in pending_not]
-        pending_not, joiner = [], " AND "
-    if not out:
-        return None
-    return "".join(out + [f" NOT {t}" for t in pending_not])
+    return as_entries(session, rows, {})
 
 
 def size(session: Session, bank: str, *, shared: bool) -> MemorySizeOut:
@@ -465,7 +292,10 @@ def _current(session: Session, entry_ids: Sequence[int]) -> list[MemoryVersion]:
     )
 
 
-def _entries(session: Session, rows: Sequence[MemoryEntry], ranks: dict[int, float]) -> list[MemoryEntryOut]:
+def as_entries(
+    session: Session, rows: Sequence[MemoryEntry], ranks: dict[int, float]
+) -> list[MemoryEntryOut]:
+    """The entries with their current values (and their ranks in a search)."""
     current = _current(session, [e.id for e in rows])
     values = dict(zip((v.id for v in current), _values(session, current), strict=True))
     by_entry: dict[int, list[MemoryValueOut]] = {}
