@@ -9,10 +9,12 @@ session's) and a migrated SQLite file (the embedded engine's), with the full-tex
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import Engine, create_engine, func, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from shared import mailbox, memory
@@ -46,7 +48,7 @@ def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory)
         return
     url = f"sqlite:///{tmp_path_factory.mktemp('memory') / 'raas.db'}"
     upgrade(url)
-    engine = create_engine(url)
+    engine = get_engine(url)  # WAL and BEGIN IMMEDIATE, as the embedded engine runs it
     yield engine
     engine.dispose()
 
@@ -217,6 +219,32 @@ def test_limits_refuse_and_store_nothing(world: World) -> None:
     with Session(world.db) as session:
         assert memory.size(session, world.bank, shared=False).entries == 2
         assert memory.size(session, world.bank, shared=False).size_bytes == len("overwrite") + 1
+
+
+def test_the_count_limit_holds_with_writers_at_once(world: World) -> None:
+    # Given: eight agents writing eight new keys at the same moment into a bank of four
+    names = [f"w{i}" for i in range(8)]
+    for name in names:
+        world.agent(name, "root", parallel=True)
+    limits = MemoryConfig(max_entries=4)
+    start = threading.Barrier(len(names))
+
+    def attempt(name: str) -> bool:
+        start.wait()
+        try:
+            world.write(name, "t", f"key-{name}", "v", limits=limits)
+        except InvalidInput:
+            return False
+        return True
+
+    with ThreadPoolExecutor(len(names)) as pool:
+        outcomes = list(pool.map(attempt, names))
+
+    # Then: exactly four were written, and the bank counts four
+    assert outcomes.count(True) == 4
+    assert world.count(MemoryVersion) == 4
+    with Session(world.db) as session:
+        assert memory.size(session, world.bank, shared=False).entries == 4
 
 
 def test_a_repeated_tool_call_writes_and_sends_nothing_twice(world: World) -> None:
