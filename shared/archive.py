@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path, PurePosixPath
 
-from shared.errors import InvalidInput
+from shared.errors import UnsafeMember
 
 EXCLUDED_DIRS = {".git", "__pycache__", ".venv", "node_modules"}
 # The kernel's own limit on links followed in one lookup (Linux MAXSYMLINKS).
@@ -105,14 +105,6 @@ class UnpackReport:
     left_out: tuple[LeftOut, ...]
 
 
-class UnsafeMember(InvalidInput):
-    """Strict mode: the archive holds an entry that would be left out; nothing was written."""
-
-    def __init__(self, entry: LeftOut) -> None:
-        super().__init__(f"{entry.name!r} {entry.reason.description}")
-        self.entry = entry
-
-
 def unpack(tar: tarfile.TarFile, dest: Path, *, links: bool = True, strict: bool = False) -> UnpackReport:
     """Write the archive's files, directories and safe links into ``dest`` (new or empty).
 
@@ -126,7 +118,9 @@ def unpack(tar: tarfile.TarFile, dest: Path, *, links: bool = True, strict: bool
     """
     written, left_out = _survey(tar.getmembers(), links=links)
     if strict and left_out:
-        raise UnsafeMember(left_out[0])
+        first = left_out[0]
+        msg = f"{first.name!r} {first.reason.description}"
+        raise UnsafeMember(msg, first)
     dest.mkdir(parents=True, exist_ok=True)
     if any(dest.iterdir()):
         # The survey assumes nothing is there yet: a link already in dest could be written through.

@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from shared.errors import RaasError
+from shared.errors import GitError
 
 _BASE_CONFIG = (
     "-c",
@@ -29,10 +29,6 @@ _BASE_CONFIG = (
 
 #: The branch a worker bundles an iteration's commits under.
 RESULT_REF = "raas-result"
-
-
-class GitError(RaasError):
-    pass
 
 
 def git(

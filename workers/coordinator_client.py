@@ -45,7 +45,11 @@ def _retrying(what: str, attempt: Callable[[], T], give_up_after_s: float) -> T:
 
 
 class _Unavailable(Exception):
-    """The coordinator answered 502/503/504: worth another try."""
+    """The coordinator answered 502/503/504: worth another try.
+
+    A local control-flow signal for the retry loop; when tries run out it becomes
+    ``ServiceUnavailable``.
+    """
 
 
 def _move_contents(source: Path, dest: Path) -> None:

@@ -16,14 +16,10 @@ from datetime import timedelta
 from sqlalchemy import func, select
 
 from shared.db import session_scope
-from shared.errors import Conflict, InvalidInput, NotFound, RaasError, Unauthorized
+from shared.errors import Conflict, InvalidInput, NotFound, SubmissionsRateLimited, Unauthorized
 from shared.models import ApiToken, Project, Tenant, utcnow
 
 TOKEN_PREFIX = "raas_"
-
-
-class SubmissionsRateLimited(RaasError):
-    status_code = 429
 
 
 @dataclass(frozen=True)

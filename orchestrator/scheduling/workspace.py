@@ -13,9 +13,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from shared.archive import Reason, UnpackReport, UnsafeMember, unpack
-from shared.errors import Conflict, InvalidInput
-from shared.git import RESULT_REF, GitError, changed_files, commit_all, git
+from shared.archive import Reason, UnpackReport, unpack
+from shared.errors import Conflict, GitError, InvalidInput, UnsafeMember
+from shared.git import RESULT_REF, changed_files, commit_all, git
 
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
 MAX_FILES = 20_000

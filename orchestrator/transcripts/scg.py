@@ -51,7 +51,7 @@ from orchestrator.transcripts.scg_cells import (
     unescape,
     usage_cell,
 )
-from shared.errors import InvalidInput
+from shared.errors import ScgError
 from shared.models import AgentStatus, ProjectStatus
 
 MAGIC = "#TRANSCRIPT"
@@ -72,10 +72,6 @@ LEGENDS = (
 METRICS = SECTIONS.index("@metrics")
 HEADER_KEYS = ("project", "name", "status", "reason", "model", "created", "started", "finished")
 ROLES: dict[str, Literal["user", "assistant"]] = {"u": "user", "a": "assistant"}
-
-
-class ScgError(InvalidInput):
-    """A transcript file that does not parse; the message names the file and the line."""
 
 
 def write(transcript: Transcript) -> str:

@@ -27,7 +27,10 @@ _MICRO = timedelta(microseconds=1)
 
 
 class BadCell(ValueError):
-    """A cell or a line is wrong; the parser says where."""
+    """A cell or a line is wrong; the parser says where.
+
+    A local control-flow signal: the parser turns it into ``ScgError`` with the file and line.
+    """
 
 
 def expect(condition: bool, message: str) -> None:

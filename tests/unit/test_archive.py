@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.archive import Reason, UnpackReport, UnsafeMember, pack_directory, unpack
+from shared.archive import Reason, UnpackReport, pack_directory, unpack
+from shared.errors import UnsafeMember
 from tests.support.trees import links_inside
 
 pytestmark = pytest.mark.unit

@@ -13,13 +13,11 @@ from typing import Any
 import pydantic
 import pytest
 
-from shared.errors import InvalidInput, RaasError
+from shared.errors import CallExceedsRateLimit, InvalidInput, RaasError, RateLimitWaitTooLong
 from workers.llm.ratelimit import (
-    CallExceedsRateLimit,
     ProjectLimits,
     ProviderLimits,
     RateLimiter,
-    RateLimitWaitTooLong,
     key_fingerprint,
 )
 

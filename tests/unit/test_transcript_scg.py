@@ -31,8 +31,8 @@ from orchestrator.transcripts.model import (
     TranscriptMessage,
 )
 from orchestrator.transcripts.render import replay, to_markdown
-from orchestrator.transcripts.scg import ScgError, parse, write
-from shared.errors import InvalidInput, NotFound
+from orchestrator.transcripts.scg import parse, write
+from shared.errors import InvalidInput, NotFound, ScgError
 from shared.models import AgentStatus, ProjectStatus
 from shared.usage import Usage
 

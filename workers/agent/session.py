@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from shared import budget
 from shared.categories import DEFAULT_CATEGORIES, Role
 from shared.dag import Plan, validate_dag
-from shared.errors import InvalidInput
+from shared.errors import CallExceedsRateLimit, InvalidInput
 from shared.event_payloads import (
     AgentOutputChunk,
     AgentToolCall,
@@ -41,7 +41,7 @@ from workers import records
 from workers.agent import context, prompts
 from workers.agent.output import OutputCoalescer
 from workers.llm import client as llm
-from workers.llm.ratelimit import CallExceedsRateLimit, ProjectLimits, RateLimiter, Reservation
+from workers.llm.ratelimit import ProjectLimits, RateLimiter, Reservation
 from workers.llm.retry import Failure, IncompleteReply, RetryPolicy, classify, retry_after_s
 from workers.records import Claim
 from workers.sandbox.base import Sandbox
@@ -61,7 +61,11 @@ Publish = Callable[[EventOut], None]
 
 
 class SessionFailure(Exception):
-    """The session cannot go on; ``kind`` tells the coordinator what to do about it."""
+    """The session cannot go on; ``kind`` tells the coordinator what to do about it.
+
+    A control-flow signal between the session and the iteration runner, which records it as the
+    iteration's end (its error and error kind); it never reaches a user as an exception.
+    """
 
     def __init__(self, kind: ErrorKind, message: str) -> None:
         super().__init__(message)

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.errors import InvalidInput, RaasError
+from shared.errors import CallExceedsRateLimit, InvalidInput, RateLimitWaitTooLong
 
 log = logging.getLogger(__name__)
 
@@ -112,16 +112,6 @@ for i = 1, #KEYS / 2 do
   end
 end
 """
-
-
-class RateLimitWaitTooLong(RaasError):
-    """Room in the limits would come later than the caller is willing to wait."""
-
-    status_code = 429
-
-
-class CallExceedsRateLimit(InvalidInput):
-    """One call's estimate is larger than a whole window's limit: it could never be admitted."""
 
 
 class ProviderLimits(BaseModel):

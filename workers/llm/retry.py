@@ -23,7 +23,10 @@ class Failure(str, Enum):
 
 
 class IncompleteReply(Exception):
-    """The stream ended without a stop reason: the response is not whole."""
+    """The stream ended without a stop reason: the response is not whole.
+
+    A local control-flow signal: classified as retryable like a dropped connection.
+    """
 
 
 _RETRY_TYPES = {"overloaded_error", "rate_limit_error", "api_error", "timeout_error"}

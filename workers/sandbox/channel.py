@@ -21,7 +21,7 @@ from typing import Any
 
 from docker import APIClient
 
-from shared.errors import PathOutsideWorkspace, SandboxError
+from shared.errors import PathOutsideWorkspace, SandboxError, StreamClosed
 from workers.sandbox import helper
 
 log = logging.getLogger(__name__)
@@ -34,11 +34,10 @@ READY = b'{"ready": true}'
 
 
 class DeadlineExceeded(Exception):
-    """The sandbox did not answer in time; the caller kills it and raises ToolTimeout."""
+    """The sandbox did not answer in time; the caller kills it and raises ToolTimeout.
 
-
-class StreamClosed(SandboxError):
-    """The exec'd process ended (or its connection broke) before answering."""
+    A local control-flow signal (shared/errors.py holds the errors callers see).
+    """
 
 
 class ExecStream:

@@ -40,7 +40,11 @@ _TIMEOUT_FOUND: bool | None = None
 
 
 class Outside(Exception):
-    """A path resolves outside the workspace."""
+    """A path resolves outside the workspace.
+
+    A local signal: this script runs inside the sandbox on the stdlib alone, so it cannot import
+    shared.errors; the channel turns its ``outside`` answer into ``PathOutsideWorkspace``.
+    """
 
 
 def confine(root: str, path: object) -> str:
