@@ -14,7 +14,7 @@ from orchestrator.cli import SERVICES, api, app
 
 @app.command("mcp", rich_help_panel=SERVICES)
 def mcp_stdio() -> None:
-    """Serve the MCP tools on stdin/stdout for an MCP client (submit, status, follow, control, cost)."""
+    """Serve the MCP tools on stdin/stdout for an MCP client: submit, follow, control, cost, memory."""
     from orchestrator.mcp.backends import HttpBackend
     from orchestrator.mcp.server import serve_stdio
 

@@ -15,13 +15,13 @@ and the tenant rules as two callables (``orchestrator.api.tenants``), so the lay
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from orchestrator.queries import costs, projects
+from orchestrator.queries import costs, memory, projects
 from orchestrator.queries.costs import CostReport
 from orchestrator.queries.follow import follow
 from orchestrator.scheduling import lifecycle, submission
@@ -29,7 +29,7 @@ from orchestrator.scheduling.dispatch import Dispatcher
 from shared import events
 from shared.db import session_scope
 from shared.events import EventBus
-from shared.schemas import EventOut, ProjectDetail, ProjectOut
+from shared.schemas import EventOut, MemoryEntryOut, ProjectDetail, ProjectOut
 from shared.settings import Settings
 
 Action = Literal["pause", "resume", "stop"]
@@ -63,6 +63,10 @@ class Backend(Protocol):
 
     def cost(self, project_id: str) -> CostReport: ...
 
+    def search_memory(self, project_id: str, query: str, limit: int) -> list[MemoryEntryOut]:
+        """The keys of the project's memory bank matching ``query``, best first."""
+        ...
+
 
 class CoordinatorClient(Protocol):
     """The part of the CLI's HTTP client (``orchestrator.cli.client.CoordinatorAPI``) used here."""
@@ -80,6 +84,10 @@ class CoordinatorClient(Protocol):
     def action(self, project_id: str, verb: str) -> dict[str, Any]: ...
 
     def cost(self, project_id: str, iterations: bool) -> dict[str, Any]: ...
+
+    def memory(
+        self, project_id: str, search: str | None = None, tags: Sequence[str] = (), limit: int | None = None
+    ) -> list[dict[str, Any]]: ...
 
 
 def _take(stream: Iterator[EventOut], limit: int) -> list[EventOut]:
@@ -121,6 +129,10 @@ class HttpBackend:
 
     def cost(self, project_id: str) -> CostReport:
         return CostReport.model_validate(self._client.cost(project_id, False))
+
+    def search_memory(self, project_id: str, query: str, limit: int) -> list[MemoryEntryOut]:
+        found = self._client.memory(project_id, search=query, limit=limit)
+        return [MemoryEntryOut.model_validate(entry) for entry in found]
 
 
 @dataclass(frozen=True)
@@ -188,3 +200,7 @@ class CoreBackend:
     def cost(self, project_id: str) -> CostReport:
         self.authorize(project_id)
         return costs.cost_report(project_id)
+
+    def search_memory(self, project_id: str, query: str, limit: int) -> list[MemoryEntryOut]:
+        self.authorize(project_id)
+        return memory.search_memory(project_id, query, limit=limit)

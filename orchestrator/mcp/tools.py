@@ -1,7 +1,7 @@
 """The MCP tools: a handful of verbs on projects, written once against a Backend.
 
 Why few and short: an MCP client pays for every tool's schema and description in its context
-before any work (a well-known peer's 96 tools cost ~39k tokens), so there are at most six and
+before any work (a well-known peer's 96 tools cost ~39k tokens), so there are six and
 their listing stays under 2,000 tokens (tests/integration/test_mcp_http.py counts it). Each
 schema is generated from the pydantic model that validates the arguments, with pydantic's
 titles left out; bad arguments come back as one line naming each argument at fault, and errors
@@ -27,6 +27,7 @@ from orchestrator.mcp.backends import Action, Backend
 from orchestrator.scheduling.submission import read_project_files
 from shared.archive import pack_directory, pack_files
 from shared.errors import InvalidInput, RaasError, one_line
+from shared.memory import QUERY_CHARS, SEARCH_LIMIT
 from shared.models import ProjectStatus
 from shared.schemas import EventOut
 
@@ -99,6 +100,14 @@ class ControlArgs(_Args):
     action: Action
 
 
+class MemoryArgs(_Args):
+    project_id: ProjectId
+    query: str = Field(
+        min_length=1, max_length=QUERY_CHARS, description='Full text: words, "a phrase", or, -word'
+    )
+    limit: int = Field(10, ge=1, le=SEARCH_LIMIT)
+
+
 class EventsPage(BaseModel):
     """What follow_events answers: the events, where to go on from, and whether it is over."""
 
@@ -150,15 +159,29 @@ def _status(backend: Backend, args: ProjectArgs) -> dict[str, Any]:
     return detail
 
 
+def _contiguous(events: list[EventOut], after_seq: int) -> list[EventOut]:
+    """The events up to the first gap: a later seq can be committed before an earlier one, and a
+    cursor moved past the gap would never see the missing event (queries.follow does the same)."""
+    kept: list[EventOut] = []
+    for event in events:
+        if event.seq != after_seq + len(kept) + 1:
+            break
+        kept.append(event)
+    return kept
+
+
 def _follow(backend: Backend, args: FollowArgs) -> EventsPage:
-    found = backend.history(args.project_id, args.after_seq, EVENTS_PER_CALL)
-    if not found and args.wait_s > 0 and not backend.project(args.project_id).status.is_terminal:
-        first = backend.wait_event(args.project_id, args.after_seq, args.wait_s)
+    pid, after = args.project_id, args.after_seq
+    found = _contiguous(backend.history(pid, after, EVENTS_PER_CALL), after)
+    if not found and args.wait_s > 0 and not backend.project(pid).status.is_terminal:
+        first = backend.wait_event(pid, after, args.wait_s)  # the next event, in order
         if first is not None:
-            found = [first, *backend.history(args.project_id, first.seq, EVENTS_PER_CALL - 1)]
-    status = backend.project(args.project_id).status
-    last = found[-1].seq if found else args.after_seq
-    return EventsPage(events=found, next_after_seq=last, status=status, ended=status.is_terminal)
+            found = [first, *_contiguous(backend.history(pid, first.seq, EVENTS_PER_CALL - 1), first.seq)]
+    last = found[-1].seq if found else after
+    status = backend.project(pid).status
+    # Over, and nothing left to read: a project's last events may be written after its status.
+    ended = status.is_terminal and not backend.history(pid, last, 1)
+    return EventsPage(events=found, next_after_seq=last, status=status, ended=ended)
 
 
 def _control(backend: Backend, args: ControlArgs) -> BaseModel:
@@ -167,6 +190,11 @@ def _control(backend: Backend, args: ControlArgs) -> BaseModel:
 
 def _cost(backend: Backend, args: ProjectArgs) -> BaseModel:
     return backend.cost(args.project_id)
+
+
+def _memory(backend: Backend, args: MemoryArgs) -> dict[str, Any]:
+    found = backend.search_memory(args.project_id, args.query, args.limit)
+    return {"entries": [entry.model_dump(mode="json") for entry in found]}
 
 
 _FILES = "`files` ({path: text}, PROMPT.md required; under 1 MiB)"
@@ -206,6 +234,7 @@ def tools_for(reads_local_directories: bool) -> Mapping[str, Tool[Any]]:
         ),
         Tool("control_project", "Pause, resume or stop a project.", ControlArgs, _control),
         Tool("project_cost", "What a project cost: total, by agent, model and hour.", ProjectArgs, _cost),
+        Tool("search_memory", "Search a project's memory bank; best matches first.", MemoryArgs, _memory),
     ]
     return {tool.name: tool for tool in listed}
 

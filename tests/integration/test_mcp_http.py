@@ -18,6 +18,7 @@ import httpx
 import httpx2
 import pytest
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
@@ -27,6 +28,7 @@ from orchestrator.api.tenants import create_tenant
 from shared.db import session_scope
 from shared.models import Project
 from tests.support.engine import Engine, engine
+from tests.support.stack import RAAS, ROOT_DIR
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -201,7 +203,82 @@ def test_the_tools_listing_costs_under_two_thousand_tokens(eng: Engine) -> None:
 
     tools = anyio.run(listing)
     names = [tool["name"] for tool in tools]
-    assert names == ["submit_project", "project_status", "follow_events", "control_project", "project_cost"]
+    assert names == [
+        "submit_project",
+        "project_status",
+        "follow_events",
+        "control_project",
+        "project_cost",
+        "search_memory",
+    ]
     assert len(json.dumps(tools)) / 4 < TOKEN_BUDGET
     submit = tools[0]["inputSchema"]["properties"]
     assert set(submit) == {"files", "name"}  # no directory: the coordinator reads no local paths
+
+
+MEMORY = {
+    "responses": [
+        {
+            "content": [
+                {
+                    "type": "tool_use",
+                    "name": "memory_write",
+                    "input": {
+                        "key": "decisions/ledger",
+                        "value": "The ledger lives in Postgres.",
+                        "tags": ["arch"],
+                    },
+                }
+            ]
+        },
+        {"content": [{"type": "tool_use", "name": "task_complete", "input": {"summary": "noted"}}]},
+    ],
+    "when_exhausted": "repeat_last",
+}
+
+
+@asynccontextmanager
+async def raas_mcp(eng: Engine, token: str) -> AsyncIterator[Client]:
+    """``raas mcp`` spawned over stdio, pointed at the engine's coordinator API with ``token``."""
+    env = {"RAAS_COORDINATOR_URL": eng.settings.coordinator_url, "RAAS_API_TOKEN": token}
+    params = StdioServerParameters(command=RAAS[0], args=[*RAAS[1:], "mcp"], env=env, cwd=ROOT_DIR)
+    with (eng.tmp / "mcp-stdio.log").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            yield client
+
+
+def test_search_memory_finds_what_an_agent_wrote_through_both_transports(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    with engine(MEMORY, tmp_path) as eng:
+        _, token = create_tenant(f"mcp-memory-{tmp_path.name}")
+        _, stranger = create_tenant(f"mcp-stranger-{tmp_path.name}")
+
+        async def submit() -> str:
+            async with mcp_session(eng, token) as client:
+                project = _answer(await client.call_tool("submit_project", {"files": PROJECT}))
+            return str(project["id"])
+
+        # Given an agent of a tenant's project that wrote a note into its memory bank
+        project_id = anyio.run(submit)
+        eng.run_to_end(project_id)
+
+        async def search() -> None:
+            query = {"project_id": project_id, "query": "ledger postgres"}
+            # When the tenant searches it, over HTTP (in-process) and over stdio (the API)
+            async with mcp_session(eng, token) as http, raas_mcp(eng, token) as stdio:
+                for client in (http, stdio):
+                    found = _answer(await client.call_tool("search_memory", query))["entries"]
+                    # Then the note is found, with its value
+                    assert [e["key"] for e in found] == ["decisions/ledger"]
+                    assert found[0]["values"][0]["value"] == "The ledger lives in Postgres."
+                    nothing = _answer(
+                        await client.call_tool("search_memory", {**query, "query": "kubernetes"})
+                    )
+                    assert nothing == {"entries": []}
+            # And another tenant's search answers as for an unknown project
+            async with mcp_session(eng, stranger) as other:
+                refused = _error(await other.call_tool("search_memory", query))
+                assert refused == f"no project {project_id!r}; `raas ls` lists your projects"
+
+        anyio.run(search)
