@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: sets up whatever is missing, then runs lint, types, the import rules and every test
+# The test command: sets up whatever is missing, then runs lint, types, the import rules, dead code and every test
 # (unit, integration, docker, e2e) against real Postgres, Redis and Docker.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -9,5 +9,6 @@ VENV="${RAAS_VENV:-$ROOT/.venv}"
 echo "== ruff"; "$VENV/bin/ruff" check . && "$VENV/bin/ruff" format --check .
 echo "== mypy"; "$VENV/bin/mypy"
 echo "== import rules"; "$VENV/bin/lint-imports" --no-cache
+echo "== dead code"; "$VENV/bin/vulture"
 echo "== pytest"
 exec "$VENV/bin/pytest" "$@"

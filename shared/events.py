@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -132,11 +131,6 @@ def record(
     return EventOut.model_validate(row)
 
 
-def publish_all(bus: EventBus, events: Iterable[EventOut]) -> None:
-    for event in events:
-        bus.publish(event)
-
-
 @survives_restarts
 def emit(
     bus: EventBus,
@@ -165,6 +159,3 @@ def history(session: Session, project_id: str, after_seq: int = 0, limit: int = 
 
 def decode(raw: bytes | str) -> EventOut:
     return EventOut.model_validate(json.loads(raw))
-
-
-EventSink = Callable[[EventOut], None]

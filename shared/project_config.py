@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import tomllib
 from decimal import Decimal
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -276,11 +275,3 @@ def parse_project_config(text: str, source: str = "raas.toml") -> ProjectConfig:
     except InvalidInput as exc:  # the task graph's own one-line messages
         msg = f"{source}: {exc}"
         raise InvalidInput(msg) from exc
-
-
-def load_project_config(project_dir: Path) -> ProjectConfig:
-    """raas.toml of ``project_dir``; defaults when the file is absent."""
-    path = project_dir / "raas.toml"
-    if not path.exists():
-        return ProjectConfig()
-    return parse_project_config(path.read_text(encoding="utf-8"), source=str(path))

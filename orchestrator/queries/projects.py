@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
 from orchestrator.queries.memory import memory_size
 from orchestrator.scheduling import workspace
@@ -14,7 +13,6 @@ from shared import events
 from shared.db import session_scope
 from shared.errors import Conflict, NotFound
 from shared.models import Agent, Iteration, Message, Project
-from shared.project_config import ProjectConfig
 from shared.schemas import AgentOut, EventOut, IterationOut, ProjectDetail, ProjectOut
 
 
@@ -57,10 +55,6 @@ def list_projects(limit: int = 100, *, tenant_id: str | None = None) -> list[Pro
     with session_scope() as session:
         rows = session.scalars(query)
         return [ProjectOut.model_validate(p) for p in rows]
-
-
-def project_config(session: Session, project_id: str) -> ProjectConfig:
-    return ProjectConfig.model_validate(get_project_row(session, project_id).config)
 
 
 def event_history(project_id: str, after_seq: int = 0) -> list[EventOut]:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import shutil
 import tarfile
-import tempfile
 from pathlib import Path
 
-from shared.archive import Reason, UnpackReport, unpack
+from shared.archive import Reason, unpack
 from shared.errors import Conflict, GitError, InvalidInput, UnsafeMember
 from shared.git import RESULT_REF, changed_files, commit_all, git
 
@@ -121,15 +120,6 @@ def write_archive(workspaces_dir: Path, project_id: str, dest: Path, rev: str = 
     :func:`shared.archive.unpack`, which leaves out the links that lead outside.
     """
     git(repo_path(workspaces_dir, project_id), "archive", "--format=tar", "-o", str(dest), rev)
-
-
-def export_tree(workspaces_dir: Path, project_id: str, dest: Path, rev: str = "main") -> UnpackReport:
-    """Check out ``rev`` of the workspace into ``dest`` (which must not exist or be empty)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = Path(tmp) / "tree.tar"
-        write_archive(workspaces_dir, project_id, archive, rev)
-        with tarfile.open(archive) as tar:
-            return unpack(tar, dest)
 
 
 def diff(workspaces_dir: Path, project_id: str, base: str, new: str) -> str:

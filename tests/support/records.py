@@ -96,12 +96,6 @@ def workspace_git(eng: Engine, project_id: str, *args: str) -> str:
     return git(workspace.repo_path(eng.settings.workspaces_dir(), project_id), *args)
 
 
-def workspace_files(eng: Engine, project_id: str, dest: Path) -> Path:
-    """Check out the workspace's ``main`` into ``dest``."""
-    workspace.export_tree(eng.settings.workspaces_dir(), project_id, dest)
-    return dest
-
-
 def everything_recorded(eng: Engine, project_id: str) -> str:
     """Every message, event and request body of the project as one JSON text, to search."""
     return json.dumps(

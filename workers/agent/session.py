@@ -77,7 +77,6 @@ class SessionResult:
     completed: bool = False
     summary: str | None = None
     turns: int = 0
-    interrupted: bool = False
 
 
 def _tool_result(tool_use_id: str, content: str, is_error: bool) -> dict[str, Any]:
@@ -181,8 +180,7 @@ class AgentSession:
         result = SessionResult()
         while result.turns < self.config.max_turns:
             if not records.project_running(self.claim.project_id):
-                result.interrupted = True
-                return result
+                return result  # paused or stopped: end after the call that was running
             result.turns += 1
             reply = self._call(messages)
             if reply.stop_reason == "refusal":
