@@ -10,6 +10,7 @@ import functools
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_shutdown
 from kombu import Queue
 from kombu.transport import redis as kombu_redis
 
@@ -93,3 +94,24 @@ def make_celery(settings: Settings | None = None) -> Celery:
 
 
 app = make_celery()
+
+
+def run_worker_main(argv: list[str]) -> None:
+    """``app.worker_main(argv)``, but a worker that stopped on an error exits with its code.
+
+    ``worker_main`` drops the worker's exit code (celery/app/base.py ``start()`` discards what
+    click returns), so an "Unrecoverable error" ended the process with status 0 and no supervisor
+    restarted it. The shutdown signal carries the code.
+    """
+    codes: list[int] = []
+
+    def keep(sender: Any = None, **_kwargs: Any) -> None:
+        codes.append(getattr(sender, "exitcode", None) or 0)
+
+    worker_shutdown.connect(keep, weak=False)
+    try:
+        app.worker_main(argv)
+    finally:
+        worker_shutdown.disconnect(keep)
+    if codes and codes[-1]:
+        raise SystemExit(codes[-1])

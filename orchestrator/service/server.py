@@ -12,7 +12,7 @@ from orchestrator.api import create_app
 from orchestrator.scheduling.dispatch import CeleryDispatcher
 from orchestrator.scheduling.reconcile import Reconciler
 from orchestrator.scheduling.worker_watch import CeleryConsumers
-from shared.celery_app import COORDINATOR_QUEUE, app
+from shared.celery_app import COORDINATOR_QUEUE, app, run_worker_main
 from shared.errors import InvalidInput
 from shared.events import RedisBus
 from shared.migrate import upgrade
@@ -50,7 +50,7 @@ def run_coordinator(host: str, port: int, concurrency: int = 4) -> None:
     import orchestrator.service.tasks  # noqa: F401  (registers the coordinator's tasks)
 
     try:
-        app.worker_main(
+        run_worker_main(
             [
                 "worker",
                 "--queues",
