@@ -9,18 +9,14 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
-
-from docker.errors import APIError, DockerException
 
 from shared import events
 from shared.categories import Role
-from shared.errors import InvalidInput, SandboxStartError
+from shared.errors import InvalidInput
 from shared.event_payloads import ToolExecuted
 from shared.events import EventBus, EventData
 from shared.git import commit_all, ignore_by_default
@@ -34,12 +30,11 @@ from workers.llm import client as llm
 from workers.llm.ratelimit import RateLimiter
 from workers.records import Claim, Outcome
 from workers.sandbox.base import Sandbox, SandboxLimits
-from workers.sandbox.docker import DockerSandbox
+from workers.sandbox.factory import DockerSandboxConfig, SandboxFactory, factory_for
 from workers.sandbox.pool import SandboxPool
 from workers.sandbox.sweeper import cluster_id
 
 log = logging.getLogger(__name__)
-ENGINE_WAIT_S = 120.0
 CHECK_OUTPUT_CHARS = 8000
 
 
@@ -123,43 +118,6 @@ class Lease:
         shutil.rmtree(self.gitdir, ignore_errors=True)
 
 
-class SandboxFactory(Protocol):
-    def __call__(
-        self, workdir: Path, limits: SandboxLimits, labels: dict[str, str], name: str
-    ) -> Sandbox: ...
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """The engine did not answer at all (as opposed to answering no: a name taken, no image)."""
-    cause = exc.__cause__ if isinstance(exc, SandboxStartError) else exc
-    return isinstance(cause, OSError) or (
-        isinstance(cause, DockerException) and not isinstance(cause, APIError)
-    )
-
-
-def docker_sandbox(image: str, unreachable_for_s: float = ENGINE_WAIT_S) -> SandboxFactory:
-    """Every iteration in its own container from ``image`` (the default).
-
-    An engine that does not answer (restarting, a socket proxy down) is waited for, for up to
-    ``unreachable_for_s``: an iteration failed for it would count against the project.
-    """
-
-    def start(workdir: Path, limits: SandboxLimits, labels: dict[str, str], name: str) -> Sandbox:
-        deadline = time.monotonic() + unreachable_for_s
-        while True:
-            try:
-                return DockerSandbox.start(
-                    image=image, host_workspace=workdir, limits=limits, labels=labels, name=name
-                )
-            except (SandboxStartError, OSError, DockerException) as exc:
-                if not _unreachable(exc) or time.monotonic() > deadline:
-                    raise
-                log.warning("Docker engine unreachable starting %s; retrying: %s", name, exc)
-                time.sleep(2)
-
-    return start
-
-
 class IterationRunner:
     def __init__(
         self,
@@ -173,7 +131,8 @@ class IterationRunner:
         self.settings = settings
         self.bus = bus
         self.worker_name = worker_name
-        self.start_sandbox = sandbox_factory or docker_sandbox(settings.sandbox_image)
+        # None: every iteration in a container of its own from the sandbox image.
+        self.start_sandbox = sandbox_factory or factory_for(DockerSandboxConfig(image=settings.sandbox_image))
         self.limiter = limiter
         self.pool = pool
 

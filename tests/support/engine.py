@@ -24,9 +24,10 @@ from orchestrator.scheduling import advance, submission
 from shared.events import RedisBus
 from shared.settings import Settings, get_settings
 from tests.support.stack import free_port
-from workers.iteration import IterationRunner, SandboxFactory
+from workers.iteration import IterationRunner
 from workers.llm.ratelimit import RateLimiter
 from workers.records import Claim
+from workers.sandbox.factory import SandboxFactory
 from workers.sandbox.pool import SandboxPool
 from workers.scripted_model.script import Script
 from workers.scripted_model.server import ScriptedModelServer

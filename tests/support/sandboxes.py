@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from workers.iteration import docker_sandbox
 from workers.sandbox.base import Sandbox, SandboxLimits
 from workers.sandbox.docker import DockerSandbox
+from workers.sandbox.factory import DockerSandboxConfig, factory_for
 
 RUN_LABEL = "raas.test-run"
 RUN_ID = secrets.token_hex(4)
@@ -20,7 +20,7 @@ SandboxFactory = Callable[..., DockerSandbox]
 
 
 class InspectedSandboxes:
-    """The worker's own sandbox factory (``workers.iteration.docker_sandbox``), keeping what
+    """The worker's own sandbox factory (``workers.sandbox.factory``, a Docker config), keeping what
     ``docker inspect`` said of each container it started, taken once it was up.
 
     Give it to an engine (``eng.sandbox_factory = InspectedSandboxes(image)``): the iteration
@@ -29,7 +29,7 @@ class InspectedSandboxes:
     """
 
     def __init__(self, image: str) -> None:
-        self._start = docker_sandbox(image)
+        self._start = factory_for(DockerSandboxConfig(image=image))
         self.inspected: list[dict[str, Any]] = []
 
     def __call__(self, workdir: Path, limits: SandboxLimits, labels: dict[str, str], name: str) -> Sandbox:

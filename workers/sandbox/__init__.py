@@ -1,8 +1,10 @@
 """Where an iteration's tools run: a hardened Docker container, or a local subprocess.
 
 ``base`` holds the interface and limits; ``docker`` the production sandbox (with ``channel``,
-``helper`` and ``fallback`` behind it); ``local`` the no-Docker one; ``reaper`` removes the
-containers of dead iterations and ``sweeper`` runs it periodically in a worker.
+``helper`` and ``fallback`` behind it); ``local`` the no-Docker one; ``factory`` starts an
+iteration's sandbox from its config (``choice`` picks an embedded run's, ``pool`` keeps warm
+Docker ones); ``reaper`` removes the containers of dead iterations and ``sweeper`` runs it
+periodically in a worker.
 """
 
 from workers.sandbox.base import ExecResult, Sandbox, SandboxLimits

@@ -1,23 +1,28 @@
 """Choosing where an embedded run's tools execute: Docker when it can, the local sandbox otherwise.
 
-A distributed worker always uses Docker (:func:`workers.iteration.docker_sandbox`). An embedded
-run (``raas run``) may be on a laptop with no engine; it then falls back to
+A distributed worker always uses Docker. An embedded run (``raas run``) may be on a laptop with
+no Docker engine; it then falls back to
 :class:`~workers.sandbox.local.LocalSandbox` and says so, because that sandbox isolates nothing
 but the file tools. ``RAAS_SANDBOX`` (or ``raas run --sandbox``) forces one kind: ``docker``
-refuses to run without an engine and its image, ``local`` never looks for Docker.
+refuses to run without a Docker engine and its image, ``local`` never looks for Docker. Either
+way the sandbox is started by :func:`workers.sandbox.factory.start_sandbox` from the config chosen
+here.
 """
 
 from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from shared.errors import SandboxStartError
-from workers.sandbox.base import Sandbox, SandboxLimits
-from workers.sandbox.docker import DockerSandbox
-from workers.sandbox.local import LocalSandbox
+from workers.sandbox.factory import (
+    DockerSandboxConfig,
+    LocalSandboxConfig,
+    SandboxConfig,
+    SandboxFactory,
+    factory_for,
+)
 
 SandboxKind = Literal["auto", "docker", "local"]
 BUILD_HINT = "build it with deploy/sandbox/build-offline.sh (or docker build -t IMAGE deploy/sandbox)"
@@ -26,34 +31,23 @@ LOCAL_NOTICE = (
 )
 
 
-class Factory:
-    """A SandboxFactory (see :class:`workers.iteration.SandboxFactory`) for one kind of sandbox."""
-
-    def __init__(self, kind: Literal["docker", "local"], image: str) -> None:
-        self.kind = kind
-        self.image = image
-
-    def __call__(self, workdir: Path, limits: SandboxLimits, labels: dict[str, str], name: str) -> Sandbox:
-        if self.kind == "docker":
-            return DockerSandbox.start(
-                image=self.image, host_workspace=workdir, limits=limits, labels=labels, name=name
-            )
-        # The iteration runner hands every iteration a scratch clone of its own: working in
-        # place is what keeps the local sandbox off the coordinator's repository.
-        return LocalSandbox.start(host_workspace=workdir, limits=limits)
-
-
 @dataclass(frozen=True)
 class SandboxChoice:
-    factory: Factory
+    config: SandboxConfig
     notice: str | None  # what the user must be told before the run starts (None: nothing)
 
     @property
     def kind(self) -> str:
-        return self.factory.kind
+        return self.config.type
+
+    @property
+    def factory(self) -> SandboxFactory:
+        return factory_for(self.config)
 
     def describe(self) -> str:
-        return f"docker ({self.factory.image})" if self.kind == "docker" else "local (no isolation)"
+        if isinstance(self.config, DockerSandboxConfig):
+            return f"docker ({self.config.image})"
+        return "local (no isolation)"
 
 
 def docker_problem(image: str) -> str | None:
@@ -86,7 +80,7 @@ def choose_sandbox(kind: SandboxKind, image: str) -> SandboxChoice:
     """
     problem = None if kind == "local" else docker_problem(image)
     if problem is None and kind != "local":
-        return SandboxChoice(Factory("docker", image), None)
+        return SandboxChoice(DockerSandboxConfig(image=image), None)
     if kind == "docker":
         msg = f"the docker sandbox was asked for (RAAS_SANDBOX or --sandbox) but {problem}"
         raise SandboxStartError(msg)
@@ -100,7 +94,7 @@ def choose_sandbox(kind: SandboxKind, image: str) -> SandboxChoice:
         notice = f"Docker is here but {problem}. Meanwhile: {LOCAL_NOTICE}"
     else:
         notice = f"No Docker engine: {LOCAL_NOTICE}"
-    return SandboxChoice(Factory("local", image), notice)
+    return SandboxChoice(LocalSandboxConfig(), notice)
 
 
 def _first_line(exc: BaseException) -> str:
