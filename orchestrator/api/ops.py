@@ -17,7 +17,7 @@ from prometheus_client.exposition import choose_encoder
 
 from orchestrator.api.deps import Caller, authed_router, context
 from orchestrator.queries import metrics
-from orchestrator.queries.metrics import WorkerInfo
+from orchestrator.queries.workers import WorkerInfo, inspect_workers
 from shared.celery_app import app as celery_app
 from shared.errors import Unauthorized
 from shared.schemas import ErrorOut
@@ -60,4 +60,4 @@ def list_workers(
     if not caller.is_cluster:
         msg = "`raas workers` shows the whole cluster and needs the operators' token (RAAS_API_TOKEN)"
         raise Unauthorized(msg)
-    return metrics.inspect_workers(celery_app, timeout_s)
+    return inspect_workers(celery_app, timeout_s)
