@@ -25,7 +25,6 @@ from shared.scud import write_back
 from shared.settings import Settings
 from workers import records
 from workers.agent.session import AgentSession, Emit, SessionFailure, SessionResult
-from workers.coordinator_client import CoordinatorClient
 from workers.llm import client as llm
 from workers.llm.ratelimit import RateLimiter
 from workers.records import Claim, Outcome
@@ -33,6 +32,7 @@ from workers.sandbox.base import Sandbox, SandboxLimits
 from workers.sandbox.factory import DockerSandboxConfig, SandboxFactory, factory_for
 from workers.sandbox.pool import SandboxPool
 from workers.sandbox.sweeper import cluster_id
+from workers.workspace_transfer import WorkspaceTransfer
 
 log = logging.getLogger(__name__)
 CHECK_OUTPUT_CHARS = 8000
@@ -172,13 +172,13 @@ class IterationRunner:
         return claim
 
     def _execute(self, claim: Claim, emit: Emit) -> Outcome:
-        coordinator = CoordinatorClient(
+        transfer = WorkspaceTransfer(
             self.settings.coordinator_url, self.settings.api_token.get_secret_value()
         )
         outcome = Outcome()
         lease: Lease | None = None
         try:
-            lease = self._lease(claim, coordinator)
+            lease = self._lease(claim, transfer)
             outcome.base_sha = outcome.commit_sha = lease.base_sha
             try:
                 result = self._session(claim, lease, emit)
@@ -198,7 +198,7 @@ class IterationRunner:
                 f"agent-{claim.agent_id}@constellation.local",
                 gitdir=lease.gitdir,
             )
-            report = coordinator.push_workspace(
+            report = transfer.push_workspace(
                 claim.project_id, claim.iteration_id, claim.attempt, lease.gitdir, lease.base_sha
             )
             outcome.commit_sha, outcome.files_changed = report.sha, report.files_changed
@@ -207,12 +207,12 @@ class IterationRunner:
             outcome.error = f"{type(exc).__name__}: {exc}"
             outcome.error_kind = ErrorKind.INTERNAL
         finally:
-            coordinator.close()
+            transfer.close()
             if lease is not None:
                 lease.release()
         return outcome
 
-    def _lease(self, claim: Claim, coordinator: CoordinatorClient) -> Lease:
+    def _lease(self, claim: Claim, transfer: WorkspaceTransfer) -> Lease:
         """The iteration's workspace, checked out, and (from the warm pool) its sandbox."""
         workdir = self.settings.scratch_dir() / f"{claim.iteration_id}-{claim.attempt}"
         # The host's repository lives beside the sandbox's mount, never in it.
@@ -220,10 +220,10 @@ class IterationRunner:
         workdir.parent.mkdir(parents=True, exist_ok=True)
         limits = self._limits(claim)
         if self.pool is None or self.pool.limits != limits:
-            return Lease(workdir, gitdir, coordinator.fetch_workspace(claim.project_id, workdir, gitdir))
+            return Lease(workdir, gitdir, transfer.fetch_workspace(claim.project_id, workdir, gitdir))
         fetched: list[str] = []
         sandbox = self.pool.acquire(
-            lambda warm: fetched.append(coordinator.fetch_workspace(claim.project_id, warm, gitdir))
+            lambda warm: fetched.append(transfer.fetch_workspace(claim.project_id, warm, gitdir))
         )
         return Lease(sandbox.host_workspace, gitdir, fetched[0], sandbox)
 

@@ -32,10 +32,10 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of te
 
 def api() -> Any:
     """The coordinator's client, from RAAS_COORDINATOR_URL and RAAS_API_TOKEN."""
-    from orchestrator.cli.client import CoordinatorAPI
+    from orchestrator.cli.client import ApiClient
 
     settings = get_settings()
-    return CoordinatorAPI(settings.coordinator_url, settings.api_token.get_secret_value())
+    return ApiClient(settings.coordinator_url, settings.api_token.get_secret_value())
 
 
 def print_json(data: Any) -> None:

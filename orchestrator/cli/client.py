@@ -25,7 +25,10 @@ _ERRORS: dict[int, type[errors.RaasError]] = {
 }
 
 
-class CoordinatorAPI:
+class ApiClient:
+    """The coordinator's HTTP API as the CLI calls it: JSON bodies, errors raised as the
+    ``shared.errors`` tree (``workers.workspace_transfer`` is the worker's own, for git bundles)."""
+
     def __init__(self, base_url: str, token: str, timeout_s: float = 30.0) -> None:
         self.base_url = base_url
         self._http = httpx.Client(

@@ -46,7 +46,7 @@ PAUSES = {
 
 
 @dataclass(frozen=True)
-class Plan:
+class CheckedRun:
     """What the checks established; nothing has been written yet."""
 
     directory: Path
@@ -64,7 +64,7 @@ def _terminated(_signum: int, _frame: FrameType | None) -> None:
     raise Terminated
 
 
-def check(directory: Path, sandbox: str | None, tmp: Path) -> Plan:
+def check(directory: Path, sandbox: str | None, tmp: Path) -> CheckedRun:
     """Everything that could stop the run, checked in order; the first problem raises.
 
     Raises:
@@ -88,7 +88,7 @@ def check(directory: Path, sandbox: str | None, tmp: Path) -> Plan:
     kind = typing.cast(SandboxKind, sandbox or settings.sandbox)
     choice = choose_sandbox(kind, settings.sandbox_image)
     prepare_data_dir(settings)
-    return Plan(directory, archive, settings, config, choice)
+    return CheckedRun(directory, archive, settings, config, choice)
 
 
 def run_directory(directory: Path, sandbox: str | None = None) -> ProjectStatus:
@@ -100,33 +100,35 @@ def run_directory(directory: Path, sandbox: str | None = None) -> ProjectStatus:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with tempfile.TemporaryDirectory(prefix="raas-run-") as tmp:
-        plan = check(directory, sandbox, Path(tmp))
-        if plan.sandbox.notice:
-            sys.stderr.write(plan.sandbox.notice + "\n")
+        checked = check(directory, sandbox, Path(tmp))
+        if checked.sandbox.notice:
+            sys.stderr.write(checked.sandbox.notice + "\n")
             sys.stderr.flush()
         console = Console(highlight=False)
-        view = RunView(console, live=console.is_terminal, sandbox=plan.sandbox.describe(), config=plan.config)
+        view = RunView(
+            console, live=console.is_terminal, sandbox=checked.sandbox.describe(), config=checked.config
+        )
         previous = signal.signal(signal.SIGTERM, _terminated)
         try:
-            with EmbeddedEngine(plan.settings, plan.sandbox, view) as engine:
-                return _run(engine, view, plan)
+            with EmbeddedEngine(checked.settings, checked.sandbox, view) as engine:
+                return _run(engine, view, checked)
         finally:
             signal.signal(signal.SIGTERM, previous)
 
 
-def _run(engine: EmbeddedEngine, view: RunView, plan: Plan) -> ProjectStatus:
+def _run(engine: EmbeddedEngine, view: RunView, checked: CheckedRun) -> ProjectStatus:
     project_id: str | None = None
     try:
-        project_id = engine.create(plan.directory, plan.archive).id
+        project_id = engine.create(checked.directory, checked.archive).id
         with view.showing(project_id):
             engine.begin(project_id)
             engine.wait(project_id)
     except KeyboardInterrupt:
         if project_id is not None:
             _stop(engine, project_id)
-            _report(plan, project_id)
+            _report(checked, project_id)
         raise
-    return _report(plan, project_id)
+    return _report(checked, project_id)
 
 
 def _stop(engine: EmbeddedEngine, project_id: str) -> None:
@@ -140,7 +142,7 @@ def _stop(engine: EmbeddedEngine, project_id: str) -> None:
         sys.stderr.write(f"quit without waiting; removed {len(removed)} sandbox container(s)\n")
 
 
-def _report(plan: Plan, project_id: str) -> ProjectStatus:
+def _report(checked: CheckedRun, project_id: str) -> ProjectStatus:
     """Print how the project ended (stdout) and return its status."""
     detail = projects.project_detail(project_id)
     iterations = sum(1 for it in detail.iterations if it.status.is_finished)
@@ -154,7 +156,7 @@ def _report(plan: Plan, project_id: str) -> ProjectStatus:
         line = _paused_line(project_id, detail.pause_reason)
     else:
         line = f"{detail.status.value}: {detail.name}" + (f": {reason}" if reason else "")
-    repo = workspace.repo_path(plan.settings.workspaces_dir(), project_id)
+    repo = workspace.repo_path(checked.settings.workspaces_dir(), project_id)
     sys.stdout.write(f"{line}\n  project {project_id}: {totals}\n  workspace: git clone {repo}\n")
     sys.stdout.flush()
     return detail.status

@@ -7,7 +7,7 @@ of the caller its token names (:class:`CoreBackend`). The tools (``orchestrator.
 written once against :class:`Backend` and never know which one they have.
 
 Neither implementation imports the edges above this package: the HTTP client comes in as any
-object with :class:`CoordinatorClient`'s methods (``orchestrator.cli.client.CoordinatorAPI``),
+object with :class:`HttpApi`'s methods (``orchestrator.cli.client.ApiClient``),
 and the tenant rules as two callables (``orchestrator.api.tenants``), so the layers stay
 ``cli > api > mcp > queries > scheduling``.
 """
@@ -68,8 +68,8 @@ class Backend(Protocol):
         ...
 
 
-class CoordinatorClient(Protocol):
-    """The part of the CLI's HTTP client (``orchestrator.cli.client.CoordinatorAPI``) used here."""
+class HttpApi(Protocol):
+    """The part of the CLI's HTTP client (``orchestrator.cli.client.ApiClient``) used here."""
 
     def create_project(self, archive: bytes, name: str) -> dict[str, Any]: ...
 
@@ -104,7 +104,7 @@ class HttpBackend:
 
     reads_local_directories = True
 
-    def __init__(self, client: CoordinatorClient) -> None:
+    def __init__(self, client: HttpApi) -> None:
         self._client = client
 
     def submit(self, archive: bytes, name: str) -> ProjectOut:

@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 import redis
 
-from orchestrator.cli.client import CoordinatorAPI
+from orchestrator.cli.client import ApiClient
 from shared.db import forget_engines
 from shared.migrate import upgrade
 from shared.settings import get_settings
@@ -202,8 +202,8 @@ def workdir() -> Iterator[Path]:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def api(running: Stack) -> CoordinatorAPI:
-    return CoordinatorAPI(running.env["RAAS_COORDINATOR_URL"], running.env["RAAS_API_TOKEN"], timeout_s=120)
+def api(running: Stack) -> ApiClient:
+    return ApiClient(running.env["RAAS_COORDINATOR_URL"], running.env["RAAS_API_TOKEN"], timeout_s=120)
 
 
 def create_projects(running: Stack, count: int, toml: str, prefix: str) -> list[str]:

@@ -27,7 +27,7 @@ from tests.support.records import (
     workspace_git,
 )
 from workers import records
-from workers.coordinator_client import CoordinatorClient
+from workers.workspace_transfer import WorkspaceTransfer
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -138,7 +138,7 @@ def test_an_iteration_whose_worker_died_reruns_as_a_new_attempt_charged_once(
         # The dead attempt, had it come back, may not push its workspace or record its end.
         head = workspace_git(eng, project_id, "rev-parse", "main")
         stale = tmp_path / "stale-attempt"
-        coordinator = CoordinatorClient(
+        coordinator = WorkspaceTransfer(
             eng.settings.coordinator_url, eng.settings.api_token.get_secret_value()
         )
         with closing(coordinator):

@@ -14,7 +14,7 @@ from sqlalchemy import func, select, update
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.cli.client import CoordinatorAPI
+from orchestrator.cli.client import ApiClient
 from orchestrator.queries.memory import list_memory, search_memory
 from orchestrator.queries.projects import project_detail
 from orchestrator.scheduling import advance
@@ -138,7 +138,7 @@ def test_two_parallel_subagents_writing_one_key_leave_a_conflict_the_parents_nex
         assert (memory.entries, memory.conflicts, memory.size_bytes) == (1, 0, len(entry.values[0].value))
 
         # Everywhere it shows: the transcript (and its scg form), the API, raas memory, raas replay
-        api = CoordinatorAPI(eng.settings.coordinator_url, eng.settings.api_token.get_secret_value())
+        api = ApiClient(eng.settings.coordinator_url, eng.settings.api_token.get_secret_value())
         transcript = Transcript.model_validate(api.transcript(project_id))
         assert [(w.key, w.version, w.conflict, w.agent) for w in transcript.memory] == [
             ("plan", 1, False, first),

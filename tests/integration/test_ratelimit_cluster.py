@@ -68,23 +68,23 @@ def test_a_window_admits_up_to_its_limit_then_waits_until_the_oldest_entry_leave
         clock.sleep(10)
     # When a fourth comes at t=30 s
     waits: list[tuple[float, str]] = []
-    reservation = rl.acquire("p", None, 0, 0, on_wait=lambda s, n: waits.append((s, n)), sleep=clock.sleep)
+    admission = rl.acquire("p", None, 0, 0, on_wait=lambda s, n: waits.append((s, n)), sleep=clock.sleep)
     # Then it waited until the first (t=0) left the 60 s window, and not a microsecond longer
     assert waits == [(pytest.approx(30.0, abs=1e-5), "requests_per_minute")]
-    assert reservation.admitted_at_us == round((START_S + 60) * 1e6) + 1
+    assert admission.admitted_at_us == round((START_S + 60) * 1e6) + 1
 
 
-def test_settle_corrects_the_token_windows_to_actual_usage(client: redis.Redis, fingerprint: str) -> None:
+def test_adjust_corrects_the_token_windows_to_actual_usage(client: redis.Redis, fingerprint: str) -> None:
     clock = FakeClock()
     limits = ProviderLimits(input_tokens_per_minute=100, output_tokens_per_minute=1000)
     rl = RateLimiter(client, limits, fingerprint, clock=clock)
-    # Given a call reserved 80 input tokens but used 30
-    rl.acquire("p", None, 80, 500, sleep=clock.sleep).settle(30, 100)
+    # Given a call estimated at 80 input tokens that used 30
+    rl.acquire("p", None, 80, 500, sleep=clock.sleep).adjust(30, 100)
     # Then 70 more fit at once
     assert rl.acquire("p", None, 70, 0, sleep=clock.sleep).waited_s == 0
-    # And a call that used more than it reserved holds the window for what it used
+    # And a call that used more than its estimate holds the window for what it used
     clock.sleep(61)
-    rl.acquire("p", None, 10, 0, sleep=clock.sleep).settle(90, 0)
+    rl.acquire("p", None, 10, 0, sleep=clock.sleep).adjust(90, 0)
     assert rl.acquire("p", None, 20, 0, sleep=clock.sleep).waited_s == pytest.approx(60, abs=1e-5)
 
 
@@ -93,10 +93,10 @@ def test_settling_after_the_entry_left_its_window_changes_nothing(
 ) -> None:
     clock = FakeClock()
     rl = RateLimiter(client, ProviderLimits(input_tokens_per_minute=100), fingerprint, clock=clock)
-    reservation = rl.acquire("p", None, 50, 0, sleep=clock.sleep)
+    admission = rl.acquire("p", None, 50, 0, sleep=clock.sleep)
     clock.sleep(120)
     rl.acquire("p", None, 0, 0, sleep=clock.sleep)  # prunes the old entry
-    reservation.settle(0, 0)
+    admission.adjust(0, 0)
     assert rl.acquire("p", None, 100, 0, sleep=clock.sleep).waited_s == 0
 
 
@@ -125,7 +125,7 @@ def test_every_key_has_the_prefix_and_a_ttl_and_none_holds_the_api_key(
     fp = key_fingerprint(api_key)
     rl = RateLimiter(client, ProviderLimits(requests_per_minute=5, input_tokens_per_minute=500), fp)
     project = f"proj-{fingerprint}"
-    rl.acquire(project, ProjectLimits(tokens_per_hour=900), 10, 10).settle(20, 5)
+    rl.acquire(project, ProjectLimits(tokens_per_hour=900), 10, 10).adjust(20, 5)
     keys = [k.decode() for k in client.scan_iter(f"{PREFIX}*") if fp in k.decode() or project in k.decode()]
     assert len(keys) == 6  # 3 windows, each a log and a total
     for key in keys:
@@ -163,8 +163,8 @@ def test_admitted_amounts_in_any_window_never_exceed_the_limit_and_no_wait_is_lo
             clock.sleep(gap_ms / 1000)
             amount = min(raw_amount, limit)
             arrived_us = round(clock() * 1e6)
-            reservation = rl.acquire("p", None, amount, 0, sleep=clock.sleep)
-            at = reservation.admitted_at_us
+            admission = rl.acquire("p", None, amount, 0, sleep=clock.sleep)
+            at = admission.admitted_at_us
             assert at is not None
             if at > arrived_us:
                 # Tight: one microsecond earlier it would not have fit.
@@ -188,8 +188,8 @@ def _hammer(redis_url: str, fingerprint: str, barrier: Any, results: Any) -> Non
     stamps: list[int | None] = []
     barrier.wait()
     for _ in range(CALLS_EACH):
-        reservation = rl.acquire("p", None, 100, 100, on_wait=lambda s, _n: waits.append(s), max_wait_s=8)
-        stamps.append(reservation.admitted_at_us)
+        admission = rl.acquire("p", None, 100, 100, on_wait=lambda s, _n: waits.append(s), max_wait_s=8)
+        stamps.append(admission.admitted_at_us)
     results.put((stamps, waits))
     client.close()
 

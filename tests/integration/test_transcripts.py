@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.cli.client import CoordinatorAPI
+from orchestrator.cli.client import ApiClient
 from orchestrator.transcripts.files import read_transcript
 from orchestrator.transcripts.model import Transcript
 from orchestrator.transcripts.scg import parse, sizes, write
@@ -57,15 +57,15 @@ def finished(
 
 
 @pytest.fixture(scope="module")
-def client(finished: tuple[Engine, str]) -> Iterator[CoordinatorAPI]:
+def client(finished: tuple[Engine, str]) -> Iterator[ApiClient]:
     eng, _ = finished
-    api = CoordinatorAPI(eng.settings.coordinator_url, eng.settings.api_token.get_secret_value())
+    api = ApiClient(eng.settings.coordinator_url, eng.settings.api_token.get_secret_value())
     yield api
     api.close()
 
 
 def test_transcript_holds_every_message_the_agent_tree_the_reports_and_the_totals(
-    finished: tuple[Engine, str], client: CoordinatorAPI
+    finished: tuple[Engine, str], client: ApiClient
 ) -> None:
     _, project_id = finished
     transcript = Transcript.model_validate(client.transcript(project_id))
@@ -98,7 +98,7 @@ def test_transcript_holds_every_message_the_agent_tree_the_reports_and_the_total
 
 
 def test_a_real_transcript_written_as_scg_reads_back_identical(
-    finished: tuple[Engine, str], client: CoordinatorAPI, tmp_path: Path
+    finished: tuple[Engine, str], client: ApiClient, tmp_path: Path
 ) -> None:
     _, project_id = finished
     transcript = Transcript.model_validate(client.transcript(project_id))
@@ -111,7 +111,7 @@ def test_a_real_transcript_written_as_scg_reads_back_identical(
 
 
 def test_an_agents_transcript_is_its_own_conversation(
-    finished: tuple[Engine, str], client: CoordinatorAPI
+    finished: tuple[Engine, str], client: ApiClient
 ) -> None:
     _, project_id = finished
     whole = Transcript.model_validate(client.transcript(project_id))
@@ -134,7 +134,7 @@ def _tar_files(data: bytes) -> dict[str, bytes]:
 
 
 def test_the_workspace_tar_holds_the_final_files(
-    finished: tuple[Engine, str], client: CoordinatorAPI, tmp_path: Path
+    finished: tuple[Engine, str], client: ApiClient, tmp_path: Path
 ) -> None:
     _, project_id = finished
     archive = tmp_path / "ws.tar"
@@ -147,7 +147,7 @@ def test_the_workspace_tar_holds_the_final_files(
 class _CutShort:
     """The coordinator's client, but the download stops inside the last file of the archive."""
 
-    def __init__(self, real: CoordinatorAPI) -> None:
+    def __init__(self, real: ApiClient) -> None:
         self.real = real
 
     def download_workspace(self, project_id: str, dest: Path) -> None:
@@ -162,7 +162,7 @@ class _CutShort:
 
 
 def test_a_pull_that_fails_midway_leaves_nothing(
-    finished: tuple[Engine, str], client: CoordinatorAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    finished: tuple[Engine, str], client: ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, project_id = finished
     monkeypatch.setattr("orchestrator.cli.transcripts.api", lambda: _CutShort(client))

@@ -62,18 +62,18 @@ def test_passing_the_api_key_itself_as_fingerprint_is_refused_without_echoing_it
 
 def test_no_configured_limit_admits_at_once_without_a_redis_round_trip() -> None:
     stub = StubRedis()
-    reservation = limiter(stub).acquire("p1", ProjectLimits(), 10_000, 4_000)
-    reservation.settle(12_000, 3_000)
+    admission = limiter(stub).acquire("p1", ProjectLimits(), 10_000, 4_000)
+    admission.adjust(12_000, 3_000)
     assert stub.calls == []
-    assert reservation.admitted_at_us is None
+    assert admission.admitted_at_us is None
 
 
 def test_api_key_never_reaches_redis_keys_or_arguments() -> None:
     stub = StubRedis(replies=[[1, 1_000_000]])
-    reservation = limiter(stub, requests_per_minute=5, input_tokens_per_minute=100).acquire(
+    admission = limiter(stub, requests_per_minute=5, input_tokens_per_minute=100).acquire(
         "p1", ProjectLimits(tokens_per_hour=1000), 10, 20
     )
-    reservation.settle(5, 5)
+    admission.adjust(5, 5)
     sent = repr(stub.calls)
     assert API_KEY not in sent
     assert all(key.startswith("raas:rl:") for keys, _ in stub.calls for key in keys)
@@ -105,14 +105,14 @@ def test_on_wait_hears_the_wait_and_the_binding_limit_before_each_sleep() -> Non
     heard: list[tuple[float, str]] = []
     slept: list[float] = []
     # When a call is acquired
-    reservation = limiter(stub, requests_per_minute=5, input_tokens_per_minute=100).acquire(
+    admission = limiter(stub, requests_per_minute=5, input_tokens_per_minute=100).acquire(
         "p1", None, 10, 0, on_wait=lambda s, name: heard.append((s, name)), sleep=slept.append
     )
-    # Then each wait was announced, then slept, and the reservation knows the total
+    # Then each wait was announced, then slept, and the admission knows the total
     assert heard == [(1.5, "input_tokens_per_minute"), (0.25, "requests_per_minute")]
     assert slept == [1.5, 0.25]
-    assert reservation.waited_s == pytest.approx(1.75)
-    assert reservation.admitted_at_us == 42
+    assert admission.waited_s == pytest.approx(1.75)
+    assert admission.admitted_at_us == 42
 
 
 def test_a_wait_past_max_wait_s_raises_instead_of_sleeping() -> None:

@@ -41,7 +41,7 @@ from workers import records
 from workers.agent import context, prompts
 from workers.agent.output import OutputCoalescer
 from workers.llm import client as llm
-from workers.llm.ratelimit import ProjectLimits, RateLimiter, Reservation
+from workers.llm.ratelimit import Admission, ProjectLimits, RateLimiter
 from workers.llm.retry import Failure, IncompleteReply, RetryPolicy, classify, retry_after_s
 from workers.records import Claim
 from workers.sandbox.base import Sandbox
@@ -137,7 +137,7 @@ class AgentSession:
                 raise SessionFailure(ErrorKind.BUDGET, msg)
             time.sleep(BUDGET_POLL_S)
 
-    def _admit(self, window: list[dict[str, Any]]) -> Reservation | None:
+    def _admit(self, window: list[dict[str, Any]]) -> Admission | None:
         """Wait for room under the cluster-wide rate limits; say so in an event while waiting."""
         if self.limiter is None:
             return None
@@ -254,12 +254,12 @@ class AgentSession:
             except Exception as exc:
                 records.release(self.claim)
                 if admission is not None:
-                    admission.settle(0, 0)
+                    admission.adjust(0, 0)
                 failure: Exception = exc
             else:
                 if admission is not None:
                     usage = reply.usage
-                    admission.settle(
+                    admission.adjust(
                         usage.input_tokens + usage.cache_creation_input_tokens, usage.output_tokens
                     )
                 self.output.flush()

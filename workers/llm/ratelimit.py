@@ -4,12 +4,15 @@ The provider limits requests, input tokens and output tokens per minute *per API
 many workers share that key; a project may add its own calls or tokens per hour. Each worker
 asks the same Redis before every LLM call, so adding workers never pushes the cluster into 429s.
 
-Each limit is a sliding log: a sorted set of ``"<reservation id>:<amount>"`` scored by the
+Each limit is a sliding log: a sorted set of ``"<admission id>:<amount>"`` scored by the
 Redis server's clock in microseconds, plus a running total. One Lua script checks every window
-that applies and reserves in all of them or in none (Redis runs a script atomically), else
-returns how long until the binding one has room. The estimate is reserved up front, so that
-concurrent workers do not all pass at once, and :meth:`Reservation.settle` corrects it to the
-real usage afterwards -- the same reserve-then-adjust the provider applies to ``max_tokens``.
+that applies and counts the call in all of them or in none (Redis runs a script atomically), else
+returns how long until the binding one has room. The estimate is counted up front, so that
+concurrent workers do not all pass at once, and :meth:`Admission.adjust` corrects it to the
+real usage afterwards -- the same estimate-then-adjust the provider applies to ``max_tokens``.
+
+The budget's ledger (:mod:`shared.budget`) *reserves* and *settles* money; a limiter
+*admits* a call and *adjusts* what it counted.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ PREFIX = "raas:rl:"
 _FINGERPRINT = re.compile(r"^[0-9a-f]{16}$")
 
 # KEYS: per window a (log, total) pair. ARGV: now in µs or "" for the server clock, the
-# reservation id, then per window (limit, window length in µs, amount).
-# Returns {1, now} once reserved everywhere, or {0, wait in µs, 1-based index of the binding window}.
+# admission id, then per window (limit, window length in µs, amount).
+# Returns {1, now} once counted everywhere, or {0, wait in µs, 1-based index of the binding window}.
 _ACQUIRE = """
 local now = tonumber(ARGV[1])
 if not now then
@@ -96,9 +99,9 @@ end
 return {1, now}
 """
 
-# KEYS: per token window a (log, total) pair. ARGV: the reservation id, then per window
-# (reserved amount, actual amount, ttl in ms). An entry that already left its window is skipped.
-_SETTLE = """
+# KEYS: per token window a (log, total) pair. ARGV: the admission id, then per window
+# (estimated amount, actual amount, ttl in ms). An entry that already left its window is skipped.
+_ADJUST = """
 for i = 1, #KEYS / 2 do
   local log, total = KEYS[2 * i - 1], KEYS[2 * i]
   local old, new, ttl = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
@@ -150,17 +153,17 @@ class _Window:
 
 
 @dataclass
-class Reservation:
-    """What one admitted call holds in the windows until :meth:`settle` corrects it."""
+class Admission:
+    """What one admitted call counts in the windows until :meth:`adjust` corrects it."""
 
     limiter: RateLimiter | None
-    reservation_id: str
+    admission_id: str
     windows: tuple[_Window, ...] = ()
     amounts: dict[str, int] = field(default_factory=dict)
     admitted_at_us: int | None = None  # the Redis server's clock; None when nothing was limited
     waited_s: float = 0.0
 
-    def settle(self, actual_input_tokens: int, actual_output_tokens: int) -> None:
+    def adjust(self, actual_input_tokens: int, actual_output_tokens: int) -> None:
         """Replace the estimate with what the call really used (0, 0 for a call that failed early).
 
         Pass the input tokens the provider counts against its limit (for current Claude models
@@ -171,7 +174,7 @@ class Reservation:
             return
         actual = {"input": actual_input_tokens, "output": actual_output_tokens}
         actual["tokens"] = actual_input_tokens + actual_output_tokens
-        self.limiter._settle(self, actual)
+        self.limiter._adjust(self, actual)
 
 
 def _amounts(windows: tuple[_Window, ...], input_tokens: int, output_tokens: int) -> dict[str, int]:
@@ -225,7 +228,7 @@ class RateLimiter:
         self.fingerprint = key_fingerprint
         self.clock = clock
         self._acquire_script = redis_client.register_script(_ACQUIRE)
-        self._settle_script = redis_client.register_script(_SETTLE)
+        self._adjust_script = redis_client.register_script(_ADJUST)
 
     def acquire(
         self,
@@ -237,11 +240,11 @@ class RateLimiter:
         on_wait: Callable[[float, str], None] | None = None,
         max_wait_s: float = 600.0,
         sleep: Callable[[float], None] = time.sleep,
-    ) -> Reservation:
-        """Block until one call fits every limit that applies, and reserve its estimate.
+    ) -> Admission:
+        """Block until one call fits every limit that applies, and count its estimate.
 
         Args:
-            estimated_output_tokens: reserve ``max_tokens``; settle corrects it afterwards.
+            estimated_output_tokens: count ``max_tokens``; ``adjust`` corrects it afterwards.
             on_wait: called as ``on_wait(wait_s, limit_name)`` before each sleep, so the worker
                 can say in a ``rate_limit_wait`` event that it is waiting and for which limit.
             max_wait_s: total sleeping this call accepts before giving up.
@@ -254,12 +257,12 @@ class RateLimiter:
         amounts = _amounts(windows, estimated_input_tokens, estimated_output_tokens)
         rid = uuid.uuid4().hex[:16]
         if not windows:
-            return Reservation(limiter=None, reservation_id=rid)
+            return Admission(limiter=None, admission_id=rid)
         waited_s = 0.0
         while True:
             admitted, value, index = self._attempt(windows, amounts, rid)
             if admitted:
-                return Reservation(self, rid, windows, amounts, admitted_at_us=value, waited_s=waited_s)
+                return Admission(self, rid, windows, amounts, admitted_at_us=value, waited_s=waited_s)
             wait_s, name = value / 1e6, windows[index - 1].name
             if waited_s + wait_s > max_wait_s:
                 msg = (
@@ -296,7 +299,7 @@ class RateLimiter:
     def _attempt(
         self, windows: tuple[_Window, ...], amounts: dict[str, int], rid: str
     ) -> tuple[bool, int, int]:
-        """One atomic check-and-reserve; returns (admitted, server time or wait in µs, window index)."""
+        """One atomic check-and-count; returns (admitted, server time or wait in µs, window index)."""
         keys = [k for w in windows for k in (w.key, w.key + ":total")]
         args: list[Any] = ["" if self.clock is None else round(self.clock() * 1e6), rid]
         for w in windows:
@@ -304,14 +307,14 @@ class RateLimiter:
         reply = self._acquire_script(keys=keys, args=args)
         return bool(reply[0]), int(reply[1]), int(reply[2]) if len(reply) > 2 else 0
 
-    def _settle(self, reservation: Reservation, actual: dict[str, int]) -> None:
+    def _adjust(self, admission: Admission, actual: dict[str, int]) -> None:
         keys: list[str] = []
-        args: list[Any] = [reservation.reservation_id]
-        for w in reservation.windows:
+        args: list[Any] = [admission.admission_id]
+        for w in admission.windows:
             if w.measures == "calls":
                 continue
             keys += [w.key, w.key + ":total"]
-            args += [reservation.amounts[w.measures], max(actual[w.measures], 0), w.window_us // 1000 + 1000]
+            args += [admission.amounts[w.measures], max(actual[w.measures], 0), w.window_us // 1000 + 1000]
         if keys:
-            self._settle_script(keys=keys, args=args)
-        reservation.amounts.update({k: max(v, 0) for k, v in actual.items()})
+            self._adjust_script(keys=keys, args=args)
+        admission.amounts.update({k: max(v, 0) for k, v in actual.items()})

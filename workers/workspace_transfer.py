@@ -65,7 +65,7 @@ def _move_contents(source: Path, dest: Path) -> None:
         shutil.move(str(entry), dest / entry.name)
 
 
-class CoordinatorClient:
+class WorkspaceTransfer:
     def __init__(self, base_url: str, token: str, unavailable_for_s: float = UNAVAILABLE_FOR_S) -> None:
         self._http = httpx.Client(
             base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT
