@@ -2,12 +2,17 @@
 
 SQLite (the embedded mode) needs WAL and ``BEGIN IMMEDIATE`` or concurrent writers fail with
 "database is locked"; Postgres needs nothing special.
+
+A process whose threads each use the database (a threads worker: one iteration per thread)
+sizes the pool for them with :func:`size_pools` before its first session, so that no iteration
+waits for a connection another one holds.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +23,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from shared.settings import get_settings
+from shared.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +43,42 @@ def _make_sqlite_concurrent(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+DEFAULT_POOL_SIZE = 5
+# lru_cache does not hold other callers back while it makes a value: the first sessions of
+# many threads at once would each make an engine (and keep its connections) for the same URL.
+_making = threading.Lock()
+# How many threads of this process use the database at once (size_pools).
+_threads: list[int] = [1]
+
+
+def size_pools(threads: int) -> None:
+    """Size this process's connection pools for ``threads`` threads using the database at once.
+
+    Unless RAAS_DB_POOL_SIZE says otherwise, each engine then keeps up to ``threads``
+    connections for reuse (never fewer than 5); they are opened only when needed.
+    """
+    with _making:
+        _threads[0] = threads
+        _engine.cache_clear()
+        _session_factory.cache_clear()
+
+
+def pool_size(settings: Settings) -> int:
+    """Connections an engine of this process keeps for reuse."""
+    return settings.db_pool_size or max(DEFAULT_POOL_SIZE, _threads[0])
+
+
 def get_engine(url: str | None = None) -> Engine:
     """The process's engine for ``url`` (default: RAAS_DATABASE_URL)."""
-    return _engine(url or get_settings().database_url)
+    with _making:
+        return _engine(url or get_settings().database_url)
 
 
 def forget_engines() -> None:
     """Drop the cached engines (after the settings changed, in tests and benchmarks)."""
-    _engine.cache_clear()
-    _session_factory.cache_clear()
+    with _making:
+        _engine.cache_clear()
+        _session_factory.cache_clear()
 
 
 @lru_cache(maxsize=8)
@@ -55,18 +87,26 @@ def _engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _make_sqlite_concurrent(engine)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    settings = get_settings()
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=pool_size(settings), max_overflow=settings.db_max_overflow
+    )
 
 
 @lru_cache(maxsize=8)
 def _session_factory(url: str | None) -> sessionmaker[Session]:
-    return sessionmaker(bind=get_engine(url), expire_on_commit=False)
+    return sessionmaker(bind=_engine(url or get_settings().database_url), expire_on_commit=False)
+
+
+def _sessions(url: str | None) -> sessionmaker[Session]:
+    with _making:
+        return _session_factory(url)
 
 
 @contextmanager
 def session_scope(url: str | None = None) -> Iterator[Session]:
     """A session committed on success and rolled back on error."""
-    session = _session_factory(url)()
+    session = _sessions(url)()
     try:
         yield session
         session.commit()

@@ -66,6 +66,16 @@ class Settings(BaseSettings):
         "/mcp endpoint. A request with any other Origin header is refused (403): browsers send one "
         "cross-origin, MCP clients that are not browsers send none.",
     )
+    db_pool_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Database connections a process keeps for reuse (opened as needed); unset: 5, or a "
+        "threads worker's concurrency. A threads worker refuses to start with fewer than its concurrency "
+        "in this plus RAAS_DB_MAX_OVERFLOW.",
+    )
+    db_max_overflow: int = Field(
+        default=10, ge=0, description="Connections a process may open beyond RAAS_DB_POOL_SIZE when busy."
+    )
     heartbeat_interval_s: float = Field(default=5.0, description="How often a running iteration beats.")
     max_iteration_attempts: int = Field(
         default=3, description="An iteration whose worker died this many times is failed, not re-run."

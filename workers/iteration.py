@@ -119,6 +119,13 @@ class Lease:
 
 
 class IterationRunner:
+    """Runs claimed iterations, any number at once (one per thread of a threads worker).
+
+    What it holds is shared by those threads and safe for them: the bus and the limiter (Redis
+    clients with connection pools) and the warm pool (locked). The model client is the process's
+    (``llm.shared_client``); a sandbox has a Docker client of its own.
+    """
+
     def __init__(
         self,
         settings: Settings,
@@ -151,6 +158,7 @@ class IterationRunner:
 
         ``report`` (asking the coordinator to advance) is called once the end is recorded and
         before its event is published: the next iteration waits on the report, not on the event.
+        The iteration's scratch directories are removed after both, for the same reason.
         """
         claim = records.claim(iteration_id, self.worker_name, self.settings.heartbeat_stale_s, celery_task_id)
         if claim is None:
@@ -158,20 +166,28 @@ class IterationRunner:
             return None
         if claim.started is not None:
             self.bus.publish(claim.started)
-        with heartbeat(claim, self.settings.heartbeat_interval_s):
-            outcome = self._execute(claim, self._emitter(claim))
-        ended = records.finish(claim, outcome)
-        if ended is None:
-            log.warning(
-                "iteration %s attempt %d was taken over; its result is dropped", iteration_id, claim.attempt
-            )
-            return None
-        if report is not None:
-            report()
-        self.bus.publish(ended)
+        held: list[Lease] = []
+        try:
+            with heartbeat(claim, self.settings.heartbeat_interval_s):
+                outcome = self._execute(claim, self._emitter(claim), held)
+            ended = records.finish(claim, outcome)
+            if ended is None:
+                log.warning(
+                    "iteration %s attempt %d was taken over; its result is dropped",
+                    iteration_id,
+                    claim.attempt,
+                )
+                return None
+            if report is not None:
+                report()
+            self.bus.publish(ended)
+        finally:
+            for lease in held:
+                lease.release()
         return claim
 
-    def _execute(self, claim: Claim, emit: Emit) -> Outcome:
+    def _execute(self, claim: Claim, emit: Emit, held: list[Lease]) -> Outcome:
+        """Run the claimed iteration; what it leased is left in ``held`` for the caller to release."""
         transfer = WorkspaceTransfer(
             self.settings.coordinator_url, self.settings.api_token.get_secret_value()
         )
@@ -209,7 +225,7 @@ class IterationRunner:
         finally:
             transfer.close()
             if lease is not None:
-                lease.release()
+                held.append(lease)
         return outcome
 
     def _lease(self, claim: Claim, transfer: WorkspaceTransfer) -> Lease:
@@ -230,14 +246,13 @@ class IterationRunner:
     def _session(self, claim: Claim, lease: Lease, emit: Emit) -> SessionResult:
         if claim.role is Role.VALIDATOR and claim.config.check_command:
             return self._check(claim, lease, emit)
-        client = llm.make_client(self.settings)
+        client = llm.shared_client(self.settings)
         sandbox = lease.take_sandbox() or self._sandbox(claim, lease.workdir)
         try:
             publish = self.bus.publish
             return AgentSession(claim, sandbox, client, emit, limiter=self.limiter, publish=publish).run()
         finally:
             sandbox.close()
-            client.close()
 
     def _limits(self, claim: Claim) -> SandboxLimits:
         """The project's limits; network only where the operator allows it at all."""

@@ -1,4 +1,18 @@
-"""``raas worker``: a Celery worker on the ``iterations`` queue, plus its sandbox sweeper."""
+"""``raas worker``: a Celery worker on the ``iterations`` queue, plus its sandbox sweeper.
+
+Two pools. ``threads`` (the default) runs ``--concurrency`` iterations as threads of one
+process: an iteration spends nearly all its time waiting (the model's stream, a command in its
+container, git), so one process of ~150 MiB holds as many as the host's containers allow. Its
+database pool is sized for them (:func:`shared.db.size_pools`). ``prefork`` runs each
+iteration in a process of its own (~130 MiB each): a crash or a leak stays in one iteration,
+and Celery's hard time limit applies (it is prefork-only; in threads an iteration is bounded
+by its turn cap and its calls' and commands' timeouts).
+
+Either way the message is acknowledged only when the iteration has ended (late acks): a
+process that dies hands every iteration it ran back, all N of them in threads, and the
+coordinator's reconcile loop re-runs each as a new attempt once its heartbeat goes stale.
+A warm shutdown (SIGTERM) lets the running iterations finish.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +23,13 @@ from typing import Any
 from celery.signals import worker_ready, worker_shutdown
 
 from shared.celery_app import ITERATIONS_QUEUE, app
+from shared.db import size_pools
+from shared.errors import InvalidInput
+from shared.settings import Settings, get_settings
 from workers.sandbox.sweeper import sweep_forever
+
+POOLS = ("threads", "prefork")
+DEFAULT_POOL = "threads"
 
 _stop_sweeping = threading.Event()
 # app.worker_main() drops the worker's exit code (celery/app/base.py start() discards what
@@ -31,7 +51,42 @@ def _stop_sweeper(sender: Any = None, **_kwargs: Any) -> None:
     _exit_code.append(getattr(sender, "exitcode", None) or 0)
 
 
-def run_worker(concurrency: int, name: str | None = None) -> None:
+def check_options(pool: str, concurrency: int, settings: Settings) -> None:
+    """Refuse a worker that could not run as asked, in one line that says what to change.
+
+    Raises:
+        InvalidInput: an unknown pool, a concurrency below 1, or a threads worker whose
+            database pool (RAAS_DB_POOL_SIZE + RAAS_DB_MAX_OVERFLOW) holds fewer connections
+            than it runs iterations.
+    """
+    if pool not in POOLS:
+        msg = f"--pool {pool!r} is not a pool; use {' or '.join(POOLS)}"
+        raise InvalidInput(msg)
+    if concurrency < 1:
+        msg = f"--concurrency {concurrency}: a worker runs at least 1 iteration at once"
+        raise InvalidInput(msg)
+    if pool == "threads" and settings.db_pool_size is not None:
+        connections = settings.db_pool_size + settings.db_max_overflow
+        if connections < concurrency:
+            msg = (
+                f"the database pool holds {connections} connections (RAAS_DB_POOL_SIZE "
+                f"{settings.db_pool_size} + RAAS_DB_MAX_OVERFLOW {settings.db_max_overflow}), fewer than "
+                f"--concurrency {concurrency}: every running iteration needs one; raise them, or unset "
+                "RAAS_DB_POOL_SIZE to size the pool for the concurrency"
+            )
+            raise InvalidInput(msg)
+
+
+def run_worker(concurrency: int, name: str | None = None, pool: str = DEFAULT_POOL) -> None:
+    """Run the worker until it is stopped; exit with its exit code.
+
+    Raises:
+        InvalidInput: see :func:`check_options`.
+    """
+    settings = get_settings()
+    check_options(pool, concurrency, settings)
+    if pool == "threads":
+        size_pools(concurrency)
     import workers.tasks  # noqa: F401  (registers run_iteration)
 
     app.worker_main(
@@ -40,11 +95,11 @@ def run_worker(concurrency: int, name: str | None = None) -> None:
             "--queues",
             ITERATIONS_QUEUE,
             "--pool",
-            "prefork",
+            pool,
             "--concurrency",
             str(concurrency),
             "--hostname",
-            name or f"iterations@{socket.gethostname()}",
+            name or settings.worker_name or f"iterations@{socket.gethostname()}",
             "--loglevel",
             "INFO",
         ]

@@ -5,19 +5,19 @@ from __future__ import annotations
 import logging
 import secrets
 import socket
-from functools import lru_cache
+import threading
 from typing import Any
 
 import redis
 from celery import Task
-from celery.signals import worker_process_shutdown
+from celery.signals import worker_process_shutdown, worker_shutdown
 
 from shared.celery_app import ADVANCE_PROJECT, COORDINATOR_QUEUE, RUN_ITERATION, app
 from shared.events import RedisBus
 from shared.settings import Settings, get_settings
 from workers import records
 from workers.iteration import IterationRunner
-from workers.llm.client import PLACEHOLDER_KEY
+from workers.llm.client import PLACEHOLDER_KEY, close_shared_clients
 from workers.llm.ratelimit import ProviderLimits, RateLimiter, key_fingerprint
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.pool import SandboxPool
@@ -26,16 +26,26 @@ from workers.sandbox.sweeper import cluster_id
 log = logging.getLogger(__name__)
 
 
-@lru_cache(maxsize=1)
+_RUNNERS: dict[str, IterationRunner] = {}
+# In the threads pool the first iterations arrive together: each would make a runner (and a
+# warm pool) of its own.
+_making_runner = threading.Lock()
+
+
 def _runner(worker_name: str) -> IterationRunner:
-    settings = get_settings()
-    return IterationRunner(
-        settings,
-        RedisBus(settings.redis_url),
-        worker_name,
-        limiter=_limiter(settings),
-        pool=_pool(settings, worker_name),
-    )
+    """The process's one runner, shared by every iteration it runs (all its threads)."""
+    with _making_runner:
+        runner = _RUNNERS.get(worker_name)
+        if runner is None:
+            settings = get_settings()
+            runner = _RUNNERS[worker_name] = IterationRunner(
+                settings,
+                RedisBus(settings.redis_url),
+                worker_name,
+                limiter=_limiter(settings),
+                pool=_pool(settings, worker_name),
+            )
+        return runner
 
 
 def _pool(settings: Settings, worker_name: str) -> SandboxPool | None:
@@ -58,11 +68,15 @@ def _pool(settings: Settings, worker_name: str) -> SandboxPool | None:
 _POOLS: list[SandboxPool] = []
 
 
-@worker_process_shutdown.connect
+@worker_process_shutdown.connect  # a prefork child
+@worker_shutdown.connect  # the worker itself: where a threads pool's iterations run
 def _close_pools(**_kwargs: Any) -> None:
     # Not atexit: billiard ends pool processes with os._exit, which skips atexit handlers.
     while _POOLS:
         _POOLS.pop().close()
+    with _making_runner:
+        _RUNNERS.clear()
+    close_shared_clients()
 
 
 def _limiter(settings: Settings) -> RateLimiter:

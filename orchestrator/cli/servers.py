@@ -59,12 +59,20 @@ def coordinator(
 @app.command(rich_help_panel=SERVICES)
 def worker(
     concurrency: Annotated[int, typer.Option(help="Iterations run at once.")] = 2,
-    name: Annotated[str | None, typer.Option(help="Celery node name (default iterations@HOST).")] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Celery node name (default RAAS_WORKER_NAME, else iterations@HOST).")
+    ] = None,
+    pool: Annotated[
+        str,
+        typer.Option(
+            help="threads: the iterations as threads of one process; prefork: a process per iteration."
+        ),
+    ] = "threads",
 ) -> None:
     """Run a worker on the iterations queue."""
     from workers.main import run_worker
 
-    run_worker(concurrency, name)
+    run_worker(concurrency, name, pool)
 
 
 @app.command("scripted-model", rich_help_panel=SERVICES)

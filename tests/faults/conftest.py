@@ -72,9 +72,11 @@ def make_rig(
         database_url: str,
         workers: int = 2,
         concurrency: int | None = 1,
+        pool: str | None = None,
         env: dict[str, str] | None = None,
     ) -> Rig:
-        """``concurrency``: iterations per worker; None starts ``raas worker`` with its default."""
+        """``concurrency``: iterations per worker, ``pool``: threads or prefork; None starts
+        ``raas worker`` with its default."""
         script_path = work_dir / "script.json"
         script_path.write_text(json.dumps(script))
         stack = Stack(
@@ -91,7 +93,7 @@ def make_rig(
         )
         rig = Rig(stack, database_url, script, work_dir)
         rigs.append(rig)
-        stack.start(workers=workers, concurrency=concurrency)
+        stack.start(workers=workers, concurrency=concurrency, pool=pool)
         return rig
 
     yield make

@@ -3,8 +3,10 @@ attempt once its heartbeat goes stale, the orphan container is reaped, and the p
 with nothing lost or counted twice.
 
 Two victims: the whole worker (every process, as when its host dies; the other worker takes
-over) and only the pool process running the task (as the OOM killer does; Celery requeues the
-message, which must not start a second run while the first one's heartbeat is still fresh).
+over) and only the prefork pool process running the task (as the OOM killer does; Celery
+requeues the message, which must not start a second run while the first one's heartbeat is
+still fresh). And a threads worker killed while it runs several projects' iterations at once:
+all of them come back, each re-run once by a second worker.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 
 
 def pool_child(pid: int) -> int:
-    """The prefork pool process of a worker started with --concurrency 1."""
+    """The prefork pool process of a worker started with --pool prefork --concurrency 1."""
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     assert len(children) == 1, children
     return int(children[0])
@@ -36,8 +38,8 @@ def pool_child(pid: int) -> int:
 def test_worker_killed_mid_iteration_loses_nothing_and_the_project_completes(
     make_rig: Callable[..., Rig], database_url: str, victim: str
 ) -> None:
-    # Given two workers and a project of five iterations, followed live
-    rig = make_rig(ralph_script(5), database_url=database_url, workers=2)
+    # Given two prefork workers and a project of five iterations, followed live
+    rig = make_rig(ralph_script(5), database_url=database_url, workers=2, pool="prefork")
     submitted_at = time.monotonic()
     project_id = rig.submit()
     follower = rig.follow(project_id)
@@ -68,5 +70,53 @@ def test_worker_killed_mid_iteration_loses_nothing_and_the_project_completes(
         + verdict.summary(
             f"SIGKILL to {what} while iteration 2 (attempt 1) ran `sleep` in its sandbox; it was re-run as "
             f"attempt 2 by {rerun.worker} after its heartbeat went stale, and the orphan container was swept."
+        )
+    )
+
+
+@pytest.mark.timeout(300)
+def test_a_threads_worker_killed_running_several_iterations_hands_them_all_back_to_a_second_worker(
+    make_rig: Callable[..., Rig], database_url: str
+) -> None:
+    # Given one threads worker running three projects' first iterations at once, each followed
+    # live; its bash command sleeps long enough for all three to be in it together
+    rig = make_rig(
+        ralph_script(3, sleep_s=15), database_url=database_url, workers=1, concurrency=4, pool="threads"
+    )
+    submitted_at = time.monotonic()
+    projects = [rig.submit() for _ in range(3)]
+    followers = [rig.follow(project_id) for project_id in projects]
+    running = [rig.wait_for_tool(project_id, number=1, tool="bash") for project_id in projects]
+    assert {it.worker for it in running} == {running[0].worker}, "one worker runs all three"
+    worker = rig.stack.procs["worker0"].pid
+    assert not Path(f"/proc/{worker}/task/{worker}/children").read_text().split(), (
+        "a threads worker forks none"
+    )
+
+    # When the worker process is killed (SIGKILL) while all three run bash, and a second one starts
+    rig.kill("worker0", signal.SIGKILL)
+    assert all(containers_of(project_id) for project_id in projects), (
+        "the sandboxes outlive it until the sweep"
+    )
+    rig.stack.spawn_worker(1, concurrency=4, pool="threads")
+
+    # Then every project completes and every check holds for each: nothing lost, nothing run
+    # or charged twice, only the reply cut off in flight missing
+    verdicts = [
+        verify(rig, project_id, follower, submitted_at, cut_replies=1)
+        for project_id, follower in zip(projects, followers, strict=True)
+    ]
+    # And each killed iteration was re-run once, as attempt 2, by the second worker
+    with session_scope(rig.database_url) as session:
+        reruns = [session.get_one(Iteration, it.id) for it in running]
+    assert [(it.attempt, (it.worker or "").split("@")[0]) for it in reruns] == [(2, "w1")] * 3, reruns
+    print(
+        "\n"
+        + "\n".join(
+            verdict.summary(
+                f"SIGKILL to threads worker {running[0].worker} while it ran iteration 1 of three projects "
+                "at once (each in `sleep` in its sandbox); w1, started after, re-ran each as attempt 2."
+            )
+            for verdict in verdicts
         )
     )

@@ -75,8 +75,9 @@ class Stack:
         self.procs[name] = proc
         return proc
 
-    def start(self, workers: int = 1, concurrency: int | None = 1) -> Stack:
-        """Scripted model, coordinator, then ``workers`` workers (``concurrency`` None: the default)."""
+    def start(self, workers: int = 1, concurrency: int | None = 1, pool: str | None = None) -> Stack:
+        """Scripted model, coordinator, then ``workers`` workers (``concurrency``, ``pool``
+        None: ``raas worker``'s default)."""
         model = self.spawn(
             "scripted-model", ["scripted-model", "--script", str(self.script), "--port", str(self.model_port)]
         )
@@ -84,12 +85,15 @@ class Stack:
         coord = self.spawn("coordinator", ["coordinator", "--port", str(self.coordinator_port)])
         wait_http(f"http://127.0.0.1:{self.coordinator_port}/healthz", proc=coord)
         for index in range(workers):
-            self.spawn_worker(index, concurrency)
+            self.spawn_worker(index, concurrency, pool)
         return self
 
-    def spawn_worker(self, index: int, concurrency: int | None = 1) -> subprocess.Popen[bytes]:
+    def spawn_worker(
+        self, index: int, concurrency: int | None = 1, pool: str | None = None
+    ) -> subprocess.Popen[bytes]:
         """``raas worker`` named ``w{index}@HOST``, as the process ``worker{index}``."""
         slots = [] if concurrency is None else ["--concurrency", str(concurrency)]
+        slots += [] if pool is None else ["--pool", pool]
         return self.spawn(f"worker{index}", ["worker", *slots, "--name", f"w{index}@%h"])
 
     def cli(self, *args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:

@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 import docker
 from docker.errors import APIError, DockerException, NotFound
 
-from shared.errors import SandboxError, SandboxStartError, ToolTimeout
+from shared.errors import SandboxError, SandboxStartError, StreamClosed, ToolTimeout
 from workers.sandbox import helper
 from workers.sandbox.base import ExecResult, Sandbox, SandboxLimits
-from workers.sandbox.channel import DeadlineExceeded, HelperClient, StreamClosed, b64
+from workers.sandbox.channel import DeadlineExceeded, HelperClient, b64
 from workers.sandbox.container import MANAGED_LABEL, WORKSPACE, chown_workspace, create
 from workers.sandbox.fallback import ShellOps
 
@@ -59,6 +59,7 @@ class DockerSandbox(Sandbox):
         self._lock = threading.Lock()
         self._killed: str | None = None
         self._closed = False
+        self._owns_client = False  # closed with the sandbox (start() made it)
 
     @classmethod
     def start(
@@ -77,15 +78,24 @@ class DockerSandbox(Sandbox):
             SandboxStartError: no Docker engine, no such image, the name is taken, or the
                 container or its helper did not start.
         """
+        owns_client = client is None
         try:
+            # A client of its own unless given one: many sandboxes of one process (a threads
+            # worker's iterations) then never share a connection pool across threads.
             client = client or docker.from_env()
         except DockerException as e:
             msg = f"cannot reach the Docker engine: {e}"
             raise SandboxStartError(msg) from e
         workspace = host_workspace.resolve()
-        chown_workspace(workspace)
-        container_id = create(client, image, workspace, limits, labels, name)
+        try:
+            chown_workspace(workspace)
+            container_id = create(client, image, workspace, limits, labels, name)
+        except BaseException:
+            if owns_client:
+                client.close()
+            raise
         sandbox = cls(client, container_id, name, limits, workspace)
+        sandbox._owns_client = owns_client
         try:
             client.api.start(container_id)
             sandbox._connect()
@@ -188,6 +198,8 @@ class DockerSandbox(Sandbox):
             pass
         except (APIError, DockerException, OSError) as e:  # the sweep removes it later: it is labelled
             log.warning("could not remove sandbox %s: %s", self.name, e)
+        if self._owns_client:
+            self.client.close()
 
     def _connect(self) -> None:
         api = self.client.api

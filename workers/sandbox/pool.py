@@ -51,7 +51,8 @@ class SandboxPool:
         self.limits = limits
         self.name_prefix = name_prefix
         self._labels = {**labels, POOL_LABEL: name_prefix}
-        self._client = client or docker.from_env()
+        # None: each sandbox gets a client of its own, as the threads using them do.
+        self._client = client
         self._scratch = scratch_dir or Path(tempfile.mkdtemp(prefix="raas-pool-"))
         self._ready: deque[DockerSandbox] = deque()
         self._cond = threading.Condition()
