@@ -108,6 +108,7 @@ _.run_iteration  # unused method (workers/tasks.py:95)
 model_config  # unused variable (workers/tools/base.py:37)
 _.field_title_should_be_set  # unused method (workers/tools/base.py:44)
 _.nullable_schema  # unused method (workers/tools/base.py:47)
+coordinator  # unused function (orchestrator/cli/servers.py: raas coordinator)
 
 # Used only by the tests and benchmarks (vulture scans the packages alone).
 PUBLIC_PATHS  # unused variable (orchestrator/api/__init__.py:36)

@@ -22,7 +22,7 @@ from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
 
-from shared.celery_app import ITERATIONS_QUEUE, app
+from shared.celery_app import ITERATIONS_QUEUE, run_worker_main
 from shared.db import size_pools
 from shared.errors import InvalidInput
 from shared.settings import Settings, get_settings
@@ -32,10 +32,6 @@ POOLS = ("threads", "prefork")
 DEFAULT_POOL = "threads"
 
 _stop_sweeping = threading.Event()
-# app.worker_main() drops the worker's exit code (celery/app/base.py start() discards what
-# click returns), so an "Unrecoverable error" ended `raas worker` with status 0 and no supervisor
-# restarted it. The shutdown signal carries the code; run_worker() exits with it.
-_exit_code: list[int] = []
 
 
 @worker_ready.connect
@@ -46,9 +42,8 @@ def _start_sweeper(**_kwargs: Any) -> None:
 
 
 @worker_shutdown.connect
-def _stop_sweeper(sender: Any = None, **_kwargs: Any) -> None:
+def _stop_sweeper(**_kwargs: Any) -> None:
     _stop_sweeping.set()
-    _exit_code.append(getattr(sender, "exitcode", None) or 0)
 
 
 def check_options(pool: str, concurrency: int, settings: Settings) -> None:
@@ -89,7 +84,7 @@ def run_worker(concurrency: int, name: str | None = None, pool: str = DEFAULT_PO
         size_pools(concurrency)
     import workers.tasks  # noqa: F401  (registers run_iteration)
 
-    app.worker_main(
+    run_worker_main(
         [
             "worker",
             "--queues",
@@ -104,5 +99,3 @@ def run_worker(concurrency: int, name: str | None = None, pool: str = DEFAULT_PO
             "INFO",
         ]
     )
-    if _exit_code and _exit_code[-1]:
-        raise SystemExit(_exit_code[-1])
