@@ -8,10 +8,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from shared.categories import Role
+from shared.dag import Plan
 from workers.records import Claim
+from workers.tools.base import ToolArgs, input_schema
 
 CACHE = {"type": "ephemeral"}
+
+
+class TaskCompleteArgs(ToolArgs):
+    summary: str = Field(description="What was done, in a few lines.")
+
+
+class SpawnSubagentArgs(ToolArgs):
+    category: str = Field(description="The subagent's category.")
+    prompt: str = Field(min_length=1, description="What the subagent must do and report.")
+
 
 TASK_COMPLETE_TOOL: dict[str, Any] = {
     "name": "task_complete",
@@ -19,12 +33,7 @@ TASK_COMPLETE_TOOL: dict[str, Any] = {
         "Declare the whole task done. Call it only when the work is finished and verified; "
         "the iteration ends after this call."
     ),
-    "input_schema": {
-        "type": "object",
-        "properties": {"summary": {"type": "string", "description": "What was done, in a few lines."}},
-        "required": ["summary"],
-        "additionalProperties": False,
-    },
+    "input_schema": input_schema(TaskCompleteArgs),
 }
 
 
@@ -36,15 +45,7 @@ SPAWN_SUBAGENT_TOOL: dict[str, Any] = {
         "workspace and return a report, which your next iteration receives. Spawn what you need, "
         "then end your turn."
     ),
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "category": {"type": "string", "description": "The subagent's category."},
-            "prompt": {"type": "string", "description": "What the subagent must do and report."},
-        },
-        "required": ["category", "prompt"],
-        "additionalProperties": False,
-    },
+    "input_schema": input_schema(SpawnSubagentArgs),
 }
 
 SUBMIT_PLAN_TOOL: dict[str, Any] = {
@@ -54,31 +55,8 @@ SUBMIT_PLAN_TOOL: dict[str, Any] = {
         "category (builder unless it needs another) and depends_on (ids of tasks that must finish "
         "first; no cycles). The plan is checked; an invalid one comes back with the reason."
     ),
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "objectives": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-            "exit_criteria": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-            "tasks": {
-                "type": "array",
-                "minItems": 1,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "id": {"type": "string"},
-                        "title": {"type": "string"},
-                        "description": {"type": "string"},
-                        "category": {"type": "string"},
-                        "depends_on": {"type": "array", "items": {"type": "string"}},
-                    },
-                    "required": ["id", "title"],
-                    "additionalProperties": False,
-                },
-            },
-        },
-        "required": ["objectives", "exit_criteria", "tasks"],
-        "additionalProperties": False,
-    },
+    # The model that validates the plan (shared.dag.Plan) is the schema the planner is shown.
+    "input_schema": input_schema(Plan),
 }
 
 

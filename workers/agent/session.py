@@ -338,16 +338,18 @@ class AgentSession:
         return outcome.result.content, outcome.result.is_error
 
     def _spawn(self, args: Any) -> tuple[str, bool]:
-        if not isinstance(args, dict) or not isinstance(args.get("category"), str) or not args.get("prompt"):
+        try:
+            spawn = prompts.SpawnSubagentArgs.model_validate(args)
+        except ValidationError:
             return "spawn_subagent needs a category and a prompt (both strings).", True
-        category, limit = args["category"], self.config.max_subagent_depth
+        category, limit = spawn.category, self.config.max_subagent_depth
         if self.claim.depth + 1 > limit:
             return f"Refused: subagents may not be deeper than {limit} (raas.toml max_subagent_depth).", True
         known = {*DEFAULT_CATEGORIES, *self.config.categories}
         if category not in known:
             return f"Refused: unknown category {category!r}; known: {', '.join(sorted(known))}.", True
         parallel = self.config.category(category).parallel
-        agent_id = records.spawn(self.claim, category, str(args["prompt"]), parallel)
+        agent_id = records.spawn(self.claim, category, spawn.prompt, parallel)
         self.emit(SubagentSpawned(agent_id=agent_id, category=category, parallel=parallel))
         return (
             f"Subagent {agent_id} ({category}) starts when this iteration ends; its report comes to your "

@@ -60,9 +60,26 @@ class _ToolSchema(GenerateJsonSchema):
         return generated
 
 
-def input_schema(args_model: type[ToolArgs]) -> dict[str, Any]:
-    """The ``input_schema`` the model is shown: generated from the model that validates the input."""
-    return args_model.model_json_schema(schema_generator=_ToolSchema)
+def input_schema(args_model: type[BaseModel]) -> dict[str, Any]:
+    """The ``input_schema`` the model is shown: generated from the model that validates the input.
+
+    Nested models are written in place rather than as ``$ref``s into ``$defs``: one
+    self-contained schema per tool, as the hand-written ones were.
+    """
+    generated = args_model.model_json_schema(schema_generator=_ToolSchema)
+    defs = generated.pop("$defs", {})
+    return _inline(generated, defs)
+
+
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline(defs[ref.removeprefix("#/$defs/")], defs)
+        return {key: _inline(value, defs) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_inline(item, defs) for item in node]
+    return node
 
 
 #: A path argument, described the same for every file tool.
