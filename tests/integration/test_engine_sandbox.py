@@ -183,7 +183,7 @@ def test_git_config_written_in_the_sandbox_runs_nothing_on_the_host(
             '[filter "x"]',
             f'\tclean = "touch {ran["filter"]}; sed s/changed/FILTERED/"',
             "EOF",
-            "mkdir -p .git/planted-hooks",
+            "mkdir -p .git/planted-hooks .git/hooks",
             f"printf '{hook}' | tee .git/planted-hooks/pre-commit .git/hooks/pre-commit >/dev/null",
             "chmod +x .git/planted-hooks/pre-commit .git/hooks/pre-commit",
             "echo '* filter=x' > .gitattributes && echo changed > notes.txt",
