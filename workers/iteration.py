@@ -160,12 +160,12 @@ class IterationRunner:
         before its event is published: the next iteration waits on the report, not on the event.
         The iteration's scratch directories are removed after both, for the same reason.
         """
-        claim = records.claim(iteration_id, self.worker_name, self.settings.heartbeat_stale_s, celery_task_id)
+        claim = records.claim(
+            iteration_id, self.worker_name, self.settings.heartbeat_stale_s, celery_task_id, self.bus.publish
+        )
         if claim is None:
             log.info("iteration %s is not claimable (done, or running elsewhere)", iteration_id)
             return None
-        if claim.started is not None:
-            self.bus.publish(claim.started)
         held: list[Lease] = []
         try:
             with heartbeat(claim, self.settings.heartbeat_interval_s):

@@ -6,6 +6,7 @@ conditional UPDATE, so a message delivered twice runs the iteration once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -143,13 +144,23 @@ _COUNT_ITERATION = (
 
 
 def claim(
-    iteration_id: str, worker: str, stale_after_s: float, celery_task_id: str | None = None
+    iteration_id: str,
+    worker: str,
+    stale_after_s: float,
+    celery_task_id: str | None = None,
+    on_started: Callable[[EventOut], None] | None = None,
 ) -> Claim | None:
     """Take the iteration for this worker, in one conditional UPDATE.
 
     It can be taken when it is queued, or when it is running but its heartbeat is older than
     ``stale_after_s`` (its worker died): that re-run is a new attempt. None when it is done,
     or running on a live worker — a redelivered message then does nothing.
+
+    The claim and its ``iteration_started`` event are committed on their own, before what the
+    iteration needs is read: the event (whose number locks the project's row) is visible and
+    the row free a transaction sooner. ``on_started`` gets the event then (to publish it);
+    without it, it comes back in ``Claim.started``. A worker that dies between the two
+    transactions leaves a claimed iteration without a heartbeat, re-run like any other.
     """
     now = utcnow()
     stale = now - timedelta(seconds=stale_after_s)
@@ -166,14 +177,18 @@ def claim(
         ).one_or_none()
         if row is None:
             return None
-        # First, in the claim's own transaction: the claim is the iteration's start.
-        started = events.record(
+        # The claim is the iteration's start.
+        started: EventOut | None = events.record(
             session,
             row.project_id,
             IterationStarted(number=row.number, attempt=row.attempt, worker=worker),
             agent_id=row.agent_id,
             iteration_id=iteration_id,
         )
+    if on_started is not None and started is not None:
+        on_started(started)
+        started = None
+    with session_scope() as session:
         if row.attempt > 1:
             # Subagents asked for by the dead attempt never started; this attempt asks anew.
             session.execute(delete(Agent).where(Agent.spawned_by == iteration_id))

@@ -5,9 +5,9 @@ Ours: iteration N reported (its ``iteration_complete`` event) → iteration N+1 
 coordinator through the broker, the coordinator's ``advance`` and its enqueue, and the worker
 taking and claiming the next iteration. The scripted model answers at once and never completes,
 so every project runs to ``max_iterations``; projects run one after another on one worker
-(concurrency 1), so no hand-off waits behind another project.
+(concurrency 1, ``--pool`` threads or prefork), so no hand-off waits behind another project.
 
-Baseline: the same trip with nothing in it — a no-op task in a prefork worker sends a task to a
+Baseline: the same trip with nothing in it — a no-op task in a worker of the same pool sends a task to a
 threads worker (the coordinator's pool), which sends one back, on a throwaway Celery app with the
 product's configuration on the same Redis; from the first task's send to the second one's start,
 stamped with the same clock. Measured before and after ours; the median of both. Two cadences:
@@ -118,15 +118,16 @@ class Measured:
 
 def measure(args: argparse.Namespace) -> Measured:
     with rig.workdir() as workdir, rig.services() as svc:
-        with rig.stack(svc, workdir, rig.NEVER_DONE_SCRIPT, workers=1, concurrency=1) as running:
+        stack = rig.stack(svc, workdir, rig.NEVER_DONE_SCRIPT, workers=1, concurrency=1, pool=args.pool)
+        with stack as running:
             rig.wait_workers_ready(running, 1)
             raw.use_broker(svc.redis_url)
             specs = [
-                ("worker", raw.WORKER_QUEUE, "prefork", 1),
+                ("worker", raw.WORKER_QUEUE, args.pool, 1),
                 ("coordinator", raw.COORDINATOR_QUEUE, "threads", 4),
             ]
             with raw.workers(specs, running.env, running.log_dir):
-                raw.run_hops(5)  # warm-up: the prefork child imports and connects on its first task
+                raw.run_hops(5)  # warm-up: a prefork child imports and connects on its first task
                 back_to_back = raw.run_hops(args.hops)
                 baseline = raw.run_hops(args.spaced_hops, args.gap)
                 project_ids = run_projects(running, args.projects, args.iterations)
@@ -206,12 +207,18 @@ def main() -> int:
     parser.add_argument(
         "--gap", type=float, default=0.5, help="seconds between spaced raw round trips (about an iteration)"
     )
+    parser.add_argument(
+        "--pool",
+        choices=("threads", "prefork"),
+        default="threads",
+        help="the worker's pool (and the raw one's)",
+    )
     args = parser.parse_args()
     m = measure(args)
     table = table_of(args, m)
     print(
         f"iteration hand-off benchmark: {args.projects} projects x {args.iterations} iterations, one after "
-        f"another on 1 worker (concurrency 1); median of {len(m.hand_offs)} hand-offs vs "
+        f"another on 1 worker (concurrency 1, {args.pool}); median of {len(m.hand_offs)} hand-offs vs "
         f"{len(m.baseline)} raw round trips"
     )
     print(f"machine: {rig.machine()}")

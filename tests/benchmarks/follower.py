@@ -20,6 +20,9 @@ from shared.events import channel
 from tests.benchmarks import rig
 
 RAW_CHANNEL = "raas:bench:raw"
+# The raw messages each written to Postgres before they are published, as an event is.
+RAW_COMMITTED_CHANNEL = "raas:bench:raw-committed"
+RAW_CHANNELS = (RAW_CHANNEL, RAW_COMMITTED_CHANNEL)
 
 
 @dataclass
@@ -35,7 +38,7 @@ class Follower:
     def start(self, project_ids: list[str]) -> None:
         """Subscribe to the projects' channels (all at once: a PubSub is not thread-safe) and listen."""
         pubsub = redis.Redis.from_url(self.redis_url).pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(RAW_CHANNEL, *(channel(p) for p in project_ids))
+        pubsub.subscribe(*RAW_CHANNELS, *(channel(p) for p in project_ids))
         self._thread = threading.Thread(target=self._listen, args=(pubsub,), name="follower", daemon=True)
         self._thread.start()
 
@@ -45,13 +48,13 @@ class Follower:
             self._thread.join(timeout=5)
 
     def _listen(self, pubsub: Any) -> None:
-        raw_channel = RAW_CHANNEL.encode()
+        raw_channels = {name.encode() for name in RAW_CHANNELS}
         while not self._stop.is_set():
             message = pubsub.get_message(timeout=0.2)
             if message is None:
                 continue
             self.received.append((time.time(), message["channel"], message["data"]))
-            if message["channel"] != raw_channel:
+            if message["channel"] not in raw_channels:
                 self._track(json.loads(message["data"]))
         pubsub.close()
 
@@ -70,17 +73,17 @@ class Follower:
         """Every project paused, and its last iteration ended."""
         return all(p in self.paused and self.ended.get(p, 0) >= self.started.get(p, 0) for p in project_ids)
 
-    def latencies(self, until: float) -> tuple[dict[str, list[float]], list[float]]:
+    def latencies(self, until: float) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
         """Seconds from ``ts`` to receipt of what arrived before ``until``: the projects' events
-        by type, and the raw messages."""
+        by type, and the raw messages by channel."""
         ours: dict[str, list[float]] = defaultdict(list)
-        base: list[float] = []
+        base: dict[str, list[float]] = {name: [] for name in RAW_CHANNELS}
         for received, chan, data in self.received:
             if received > until:
                 break
             body = json.loads(data)
-            if chan == RAW_CHANNEL.encode():
-                base.append(received - body["ts"])
+            if chan.decode() in base:
+                base[chan.decode()].append(received - body["ts"])
             else:
                 ours[body["type"]].append(received - rig.parse_ts(body["ts"]))
         return ours, base

@@ -8,6 +8,10 @@ Redis publisher.
 - ``noop`` tasks push their start time on a Redis list and do nothing else.
 - ``python -m tests.benchmarks.raw publish CHANNEL INTERVAL_S COUNT`` publishes COUNT messages
   carrying their send time, like an event's ``ts``, for the pub/sub latency baseline.
+- ``python -m tests.benchmarks.raw publish-committed DATABASE_URL CHANNEL INTERVAL_S COUNT`` does
+  what an event's writer must do first (DESIGN.md rule 5): takes the next number from a counter
+  row, stamps the time, inserts a row, commits, then publishes it; for the baseline of an event
+  written to Postgres before it is published.
 
 The broker comes from ``RAAS_BROKER_URL``, as for the product's processes.
 """
@@ -173,5 +177,33 @@ def publish(url: str, channel: str, interval_s: float, count: int) -> None:
         time.sleep(interval_s)
 
 
+def publish_committed(redis_url: str, database_url: str, channel: str, interval_s: float, count: int) -> None:
+    """Like :func:`publish`, each message first written as an event is: in one transaction, the
+    next number from a counter row (UPDATE ... RETURNING), the time stamped, a row inserted."""
+    import psycopg
+
+    client = redis.Redis.from_url(redis_url)
+    filler = "x" * 240
+    with psycopg.connect(database_url.replace("+psycopg", "")) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_raw_seq (id int PRIMARY KEY, seq bigint NOT NULL)")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS bench_raw_events (seq bigint, ts double precision, data text)"
+        )
+        conn.execute("INSERT INTO bench_raw_seq VALUES (1, 0) ON CONFLICT DO NOTHING")
+        conn.commit()
+        for _ in range(count):
+            row = conn.execute("UPDATE bench_raw_seq SET seq = seq + 1 WHERE id = 1 RETURNING seq").fetchone()
+            assert row is not None
+            stamped = time.time()
+            conn.execute("INSERT INTO bench_raw_events VALUES (%s, %s, %s)", (row[0], stamped, filler))
+            conn.commit()
+            client.publish(channel, json.dumps({"seq": row[0], "ts": stamped, "data": filler}))
+            time.sleep(interval_s)
+
+
 if __name__ == "__main__" and sys.argv[1:2] == ["publish"]:
     publish(os.environ["RAAS_REDIS_URL"], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]))
+if __name__ == "__main__" and sys.argv[1:2] == ["publish-committed"]:
+    publish_committed(
+        os.environ["RAAS_REDIS_URL"], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+    )

@@ -144,8 +144,10 @@ def stack(
     concurrency: int,
     env: dict[str, str] | None = None,
     left_behind: list[str] | None = None,
+    pool: str | None = None,
 ) -> Iterator[Stack]:
-    """The scripted model, a coordinator and ``workers`` worker processes, on ``svc``.
+    """The scripted model, a coordinator and ``workers`` worker processes (``pool``: threads or
+    prefork; None: ``raas worker``'s default), on ``svc``.
 
     Once they have stopped, the sandboxes of this run still there are removed, and their names
     added to ``left_behind``.
@@ -163,7 +165,7 @@ def stack(
     script_path.write_text(json.dumps(script))
     running = Stack(log_dir=workdir / "logs", script=script_path, env=env)
     try:
-        running.start(workers=workers, concurrency=concurrency)
+        running.start(workers=workers, concurrency=concurrency, pool=pool)
         yield running
     except BaseException:
         print(f"the stack's logs:\n{running.logs()}", file=sys.stderr)
