@@ -49,6 +49,17 @@ DEFAULT_POOL_SIZE = 5
 _making = threading.Lock()
 # How many threads of this process use the database at once (size_pools).
 _threads: list[int] = [1]
+# Every engine _engine made, so that dropping the cache also closes their pooled connections
+# (a dropped engine's connections were otherwise closed by the garbage collector, with a
+# ResourceWarning, whenever it came by).
+_made: list[Engine] = []
+
+
+def _drop_engines() -> None:
+    _engine.cache_clear()
+    _session_factory.cache_clear()
+    while _made:
+        _made.pop().dispose()
 
 
 def size_pools(threads: int) -> None:
@@ -59,8 +70,7 @@ def size_pools(threads: int) -> None:
     """
     with _making:
         _threads[0] = threads
-        _engine.cache_clear()
-        _session_factory.cache_clear()
+        _drop_engines()
 
 
 def pool_size(settings: Settings) -> int:
@@ -75,10 +85,10 @@ def get_engine(url: str | None = None) -> Engine:
 
 
 def forget_engines() -> None:
-    """Drop the cached engines (after the settings changed, in tests and benchmarks)."""
+    """Drop the cached engines and close their connections (after the settings changed, in
+    tests and benchmarks)."""
     with _making:
-        _engine.cache_clear()
-        _session_factory.cache_clear()
+        _drop_engines()
 
 
 @lru_cache(maxsize=8)
@@ -86,11 +96,13 @@ def _engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _make_sqlite_concurrent(engine)
-        return engine
-    settings = get_settings()
-    return create_engine(
-        url, pool_pre_ping=True, pool_size=pool_size(settings), max_overflow=settings.db_max_overflow
-    )
+    else:
+        settings = get_settings()
+        engine = create_engine(
+            url, pool_pre_ping=True, pool_size=pool_size(settings), max_overflow=settings.db_max_overflow
+        )
+    _made.append(engine)
+    return engine
 
 
 @lru_cache(maxsize=8)
