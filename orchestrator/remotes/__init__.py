@@ -1,0 +1,3 @@
+"""Git over the network for the coordinator: tenants' credentials (encrypted at rest, handed to
+git through a credential helper) and clone, fetch and push against users' remotes. Only the
+coordinator talks to remotes; a worker's sandbox never sees a remote or a credential."""
