@@ -154,6 +154,30 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = _ts(nullable=False)
 
 
+class CredentialKind(str, Enum):
+    TOKEN = "token"  # HTTPS: a username and a token (or password), given to git's credential helper
+    SSH_KEY = "ssh_key"  # a private key, given to ssh through a key file only git's child reads
+
+
+class GitCredential(Base):
+    """A tenant's credential for one git host, encrypted at rest (orchestrator.remotes.credentials):
+    the database holds only the Fernet token of the secret, never the secret itself."""
+
+    __tablename__ = "git_credentials"
+    __table_args__ = (UniqueConstraint("tenant_id", "host"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    # None: set with the cluster token (operators, embedded runs).
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    # The host as in the remote's URL, with its port when it has one ("git.example.org:8443").
+    host: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[CredentialKind] = mapped_column(_enum(CredentialKind))
+    username: Mapped[str] = mapped_column(String(200), default="")
+    secret_encrypted: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = _ts(nullable=False)
+    updated_at: Mapped[datetime] = _ts(nullable=False)
+
+
 class Project(Base):
     __tablename__ = "projects"
     # The reconcile loop reads the marked projects every pass: the index holds only those.
@@ -187,6 +211,11 @@ class Project(Base):
     breaker: Mapped[dict[str, Any] | None]
     # Set while its iterations wait and no live worker consumes their queue (scheduling.worker_watch).
     waiting_for_worker_since: Mapped[datetime | None] = _ts()
+    # Where its workspace started when it was submitted from a repository (``--repo``): the URL
+    # as given (refused if it carries a credential), the branch and the commit the ref pointed at.
+    source_repo: Mapped[str | None] = mapped_column(String(2000))
+    source_ref: Mapped[str | None] = mapped_column(String(255))
+    source_commit: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = _ts(nullable=False)
     started_at: Mapped[datetime | None] = _ts()
     finished_at: Mapped[datetime | None] = _ts()
