@@ -117,6 +117,22 @@ class MemoryConfig(_Strict):
     )
 
 
+class SourceConfig(_Strict):
+    """``[source]`` in raas.toml: the repository the project's workspace starts from."""
+
+    repo: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="Git URL (https://, http://, ssh:// or user@host:path) cloned into the workspace; "
+        "its credential is the tenant's (`raas credentials set HOST`), never part of the URL.",
+    )
+    ref: str | None = Field(
+        default=None,
+        max_length=255,
+        description="The branch to start from; the remote's default branch when not given.",
+    )
+
+
 class ProjectConfig(_Strict):
     name: str | None = Field(
         default=None, max_length=200, description="Display name; defaults to the directory name."
@@ -185,6 +201,7 @@ class ProjectConfig(_Strict):
     circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     rate_limit: RateLimitConfig = Field(default_factory=RateLimitConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    source: SourceConfig = Field(default_factory=SourceConfig)
     pricing: dict[str, ModelPrice] = Field(
         default_factory=dict, description="Price overrides per model, USD per million tokens."
     )
