@@ -36,6 +36,12 @@ def _price(inp: str, out: str) -> ModelPrice:
     return ModelPrice(input=Decimal(inp), output=Decimal(out))
 
 
+def _openai(inp: str, out: str, cached: str) -> ModelPrice:
+    return ModelPrice(
+        input=Decimal(inp), output=Decimal(out), cache_write=Decimal(inp), cache_read=Decimal(cached)
+    )
+
+
 # List prices from Anthropic's documentation; model ids match by prefix so that dated
 # snapshots ("claude-sonnet-4-5-20250929") find their family.
 DEFAULT_PRICES: dict[str, ModelPrice] = {
@@ -48,6 +54,19 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "claude-sonnet-4": _price("3", "15"),
     "claude-haiku-4-5": _price("1", "5"),
     "claude-3-5-haiku": _price("0.8", "4"),
+    # OpenAI's list prices, for Codex through the Responses API. OpenAI does not charge for
+    # writing its cache, and reads it at the "cached input" price.
+    "gpt-5": _openai("1.25", "10", "0.125"),
+    "gpt-5-codex": _openai("1.25", "10", "0.125"),
+    "gpt-5.1": _openai("1.25", "10", "0.125"),
+    "gpt-5.1-codex": _openai("1.25", "10", "0.125"),
+    "gpt-5-mini": _openai("0.25", "2", "0.025"),
+    "gpt-5.1-codex-mini": _openai("0.25", "2", "0.025"),
+    "gpt-5-nano": _openai("0.05", "0.4", "0.005"),
+    "gpt-4.1": _openai("2", "8", "0.5"),
+    "gpt-4.1-mini": _openai("0.4", "1.6", "0.1"),
+    "o4-mini": _openai("1.1", "4.4", "0.275"),
+    "codex-mini-latest": _openai("1.5", "6", "0.375"),
 }
 
 
