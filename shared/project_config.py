@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from shared.categories import DEFAULT_CATEGORIES, SANDBOX_TOOLS, CategoryConfig, Role, resolve
 from shared.dag import TaskSpec, validate_dag
 from shared.errors import InvalidInput
+from shared.git_refs import DEFAULT_BRANCH_TEMPLATE, check_branch_template
 from shared.pricing import ModelPrice, find_price
 
 _SIZE = re.compile(r"^\d+(\.\d+)?[bkmg]?$", re.IGNORECASE)
@@ -133,6 +134,53 @@ class SourceConfig(_Strict):
     )
 
 
+class DeliveryConfig(_Strict):
+    """``[delivery]`` in raas.toml: where the project's work goes back to (DESIGN.md rule 10)."""
+
+    remote: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="Git URL the branches are pushed to; the [source] repo when not given (no delivery "
+        "when neither is set). Its credential is the tenant's, as for [source].",
+    )
+    branch: str = Field(
+        default=DEFAULT_BRANCH_TEMPLATE,
+        max_length=200,
+        description="Template of each task's branch, with {project} (the project's id) and {task} (the "
+        "task's id); the project's own branch, which the pull request comes from, has {task} = \"project\".",
+    )
+    base: str | None = Field(
+        default=None,
+        max_length=255,
+        description="The branch the pull request is opened against; the [source] ref when not given.",
+    )
+    pull_request: Literal["off", "draft", "ready"] = Field(
+        default="off",
+        description='"off": push branches only; "draft" or "ready": open (or update) one pull request '
+        "from the project's branch when it ends. A run that ends early always opens a draft.",
+    )
+    forge: Literal["github", "gitlab"] | None = Field(
+        default=None,
+        description="The forge whose REST API opens the pull request; guessed from the remote's host "
+        "(github.com, or a host named gitlab...) when not given.",
+    )
+    api_url: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="The forge's REST API root; https://api.github.com for github.com, "
+        "https://HOST/api/v4 for GitLab, when not given.",
+    )
+
+    @field_validator("branch")
+    @classmethod
+    def _branch_makes_ref_names(cls, value: str) -> str:
+        problem = check_branch_template(value)
+        if problem is not None:
+            msg = f"{problem} (see git check-ref-format)"
+            raise ValueError(msg)
+        return value
+
+
 class ProjectConfig(_Strict):
     name: str | None = Field(
         default=None, max_length=200, description="Display name; defaults to the directory name."
@@ -202,6 +250,7 @@ class ProjectConfig(_Strict):
     rate_limit: RateLimitConfig = Field(default_factory=RateLimitConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     source: SourceConfig = Field(default_factory=SourceConfig)
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     pricing: dict[str, ModelPrice] = Field(
         default_factory=dict, description="Price overrides per model, USD per million tokens."
     )
