@@ -224,6 +224,43 @@ class MessageSent(EventData):
     tool_use_id: str
 
 
+class DeliveryPushed(EventData):
+    """A branch is on the remote at ``sha`` (pushed without force)."""
+
+    TYPE = events.DELIVERY_PUSHED
+    branch: str
+    sha: str
+    task: str | None
+    """The task whose branch it is; None for the project's branch."""
+
+
+class PullRequestOpened(EventData):
+    TYPE = events.PULL_REQUEST_OPENED
+    branch: str
+    number: int
+    url: str
+    draft: bool
+
+
+class PullRequestUpdated(EventData):
+    """The open pull request got this round's body, and a comment saying why the run ended."""
+
+    TYPE = events.PULL_REQUEST_UPDATED
+    branch: str
+    number: int
+    url: str
+
+
+class DeliveryFailed(EventData):
+    """A delivery step failed; what is already on the remote stays, ``raas deliver ID`` tries again."""
+
+    TYPE = events.DELIVERY_FAILED
+    branch: str
+    task: str | None
+    step: Literal["push", "pull_request"]
+    reason: str
+
+
 #: Every event type's payload model, by type.
 PAYLOADS: dict[str, type[EventData]] = {
     model.TYPE: model
@@ -232,7 +269,8 @@ PAYLOADS: dict[str, type[EventData]] = {
         ProjectCompleted, ProjectFailed, IterationStarted, IterationComplete, IterationError,
         AgentOutputChunk, AgentToolCall, ToolExecuted, LlmRetry, BudgetWarning, BudgetExceeded,
         ApiKeyRequired, PromptUpdated, BudgetChanged, Trip, SubagentSpawned, TaskValidated,
-        RateLimitWait, NoWorkers, WorkersBack, MemoryWritten, MessageSent,
+        RateLimitWait, NoWorkers, WorkersBack, MemoryWritten, MessageSent, DeliveryPushed,
+        PullRequestOpened, PullRequestUpdated, DeliveryFailed,
     )
 }  # fmt: skip
 

@@ -51,6 +51,12 @@ WORKERS_BACK = "workers_back"
 # An agent wrote a key of the memory bank; an agent sent a message to other agents.
 MEMORY_WRITTEN = "memory_written"
 MESSAGE_SENT = "message_sent"
+# The work back on the user's remote (orchestrator.delivery): a branch pushed, the pull request
+# opened or updated, or a delivery that failed and why.
+DELIVERY_PUSHED = "delivery_pushed"
+PULL_REQUEST_OPENED = "pull_request_opened"
+PULL_REQUEST_UPDATED = "pull_request_updated"
+DELIVERY_FAILED = "delivery_failed"
 
 #: A follower stops after one of these.
 TERMINAL_EVENTS = frozenset({PROJECT_COMPLETED, PROJECT_FAILED, PROJECT_STOPPED})
