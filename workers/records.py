@@ -6,6 +6,7 @@ conditional UPDATE, so a message delivered twice runs the iteration once.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,6 +39,11 @@ from shared.pricing import cost_usd, find_price
 from shared.project_config import ProjectConfig
 from shared.schemas import AgentMessageOut, EventOut
 from shared.usage import Usage
+
+# How long a call waits for budget other calls of its project hold, and how often it looks.
+BUDGET_WAIT_S = 300.0
+BUDGET_POLL_S = 0.25
+BUDGET_SPENT = "the project's budget is spent; raise it with `raas budget ID --limit USD`"
 
 
 @dataclass(frozen=True)
@@ -321,6 +327,24 @@ def reserve_call(claim: Claim, amount: Decimal) -> bool:
     """
     with session_scope() as session:
         return budget.top_up(session, claim.project_id, claim.iteration_id, amount)
+
+
+def reserve_call_waiting(
+    claim: Claim, amount: Decimal, *, wait_s: float = BUDGET_WAIT_S, poll_s: float = BUDGET_POLL_S
+) -> bool:
+    """Reserve a call's worst-case cost, waiting while that may still succeed; False: the budget
+    is spent.
+
+    While other calls of the project hold reservations, what they do not spend comes back when
+    they settle, so a refusal then means "wait" (up to ``wait_s``), not "spent". The one budget
+    gate of every model call: the api harness's session and the harnesses' gateway.
+    """
+    deadline = time.monotonic() + wait_s
+    while not reserve_call(claim, amount):
+        if not others_hold_reservations(claim) or time.monotonic() > deadline:
+            return False
+        time.sleep(poll_s)
+    return True
 
 
 @survives_restarts

@@ -15,15 +15,10 @@ from sqlalchemy import select
 
 from shared.db import session_scope
 from shared.models import Iteration, IterationStatus, Message
+from workers.llm.tokens import estimate_tokens
 
-CHARS_PER_TOKEN = 4
 ANSWERED_STOPS = ("end_turn", "tool_use", "stop_sequence", "pause_turn")
 ELIDED = "[output dropped to fit the context window; run the tool again if you need it]"
-
-
-def estimate_tokens(messages: list[dict[str, Any]]) -> int:
-    """A rough count (4 characters a token) — enough to decide what to drop."""
-    return len(json.dumps(messages)) // CHARS_PER_TOKEN
 
 
 def _starts_exchange(message: dict[str, Any]) -> bool:

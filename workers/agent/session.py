@@ -51,8 +51,6 @@ from workers.tools.coordination import COORDINATION_TOOLS, Caller, answer
 log = logging.getLogger(__name__)
 PREVIEW_CHARS = 2000
 REPORT_CHARS = 8000
-BUDGET_WAIT_S = 300.0
-BUDGET_POLL_S = 0.25
 MAX_TOKENS_CEILING = 64_000
 
 
@@ -119,23 +117,15 @@ class AgentSession:
         self.output = OutputCoalescer(lambda text: self.emit(AgentOutputChunk(text=text)))
 
     def _reserve(self, window: list[dict[str, Any]]) -> None:
-        """Reserve the next call's worst-case cost, or end the session: the budget is spent.
-
-        While other calls of the project hold reservations, what they do not spend comes back
-        when they settle, so a refusal then means "wait", not "spent".
-        """
+        """Reserve the next call's worst-case cost, or end the session: the budget is spent."""
         price = find_price(self.config.model_for(self.claim.category), self.config.pricing)
         assert price is not None  # raas.toml validation refuses unpriced models
         size = context.estimate_tokens(
             [*window, {"system": prompts.system_blocks(self.claim), "tools": self.tools}]
         )
         amount = budget.call_estimate_usd(price, size, self.max_tokens)
-        deadline = time.monotonic() + BUDGET_WAIT_S
-        while not records.reserve_call(self.claim, amount):
-            if not records.others_hold_reservations(self.claim) or time.monotonic() > deadline:
-                msg = "the project's budget is spent; raise it with `raas budget ID --limit USD`"
-                raise SessionFailure(ErrorKind.BUDGET, msg)
-            time.sleep(BUDGET_POLL_S)
+        if not records.reserve_call_waiting(self.claim, amount):
+            raise SessionFailure(ErrorKind.BUDGET, records.BUDGET_SPENT)
 
     def _admit(self, window: list[dict[str, Any]]) -> Admission | None:
         """Wait for room under the cluster-wide rate limits; say so in an event while waiting."""
