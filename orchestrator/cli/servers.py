@@ -81,11 +81,14 @@ def scripted_model(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 8765,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     log: Annotated[Path | None, typer.Option(help="Append every request as a JSON line here.")] = None,
+    unix: Annotated[
+        Path | None, typer.Option(help="Also listen on this unix socket (e.g. for ANTHROPIC_UNIX_SOCKET).")
+    ] = None,
 ) -> None:
-    """Serve the scripted model: the Anthropic Messages API answered from a script."""
+    """Serve the scripted model: the Anthropic Messages and OpenAI Responses APIs answered from a script."""
     from workers.scripted_model.server import serve
 
-    serve(script, host=host, port=port, log_path=log)
+    serve(script, host=host, port=port, log_path=log, unix_path=unix)
 
 
 @app.command(rich_help_panel=ADMIN)

@@ -17,7 +17,6 @@ from pydantic import BaseModel, Field
 
 from workers.scripted_model.script import Script, Step
 
-DEFAULT_SESSION = "default"
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "proxy-authorization"})
 REDACTED = "[redacted]"
 
@@ -28,25 +27,19 @@ class LoggedRequest(BaseModel):
 
     time: datetime
     session: str
-    """``metadata.user_id`` of the request, or ``"default"``."""
+    """The session the request belongs to (see ``sessions.session_key``), or ``"default"``."""
     turn: int | None = None
     """How many earlier requests of this session the script answered (None: not a script turn)."""
     step: int | None = None
     """Index in ``responses`` of the step that answered (None: exhausted, or not a script turn)."""
+    side_request: str | None = None
+    """``"title"`` for a harness's title side-request, answered outside the script."""
     method: str
     path: str
     headers: dict[str, str] = Field(default_factory=dict)
     """Lower-cased names; the values of credential headers are replaced by ``[redacted]``."""
     body: Any = None
     """The JSON body, or the raw text when it was not JSON."""
-
-
-def session_key(body: Any) -> str:
-    """The session a request belongs to: its ``metadata.user_id`` (the worker sends the
-    project id there), else ``"default"``."""
-    metadata = body.get("metadata") if isinstance(body, dict) else None
-    user_id = metadata.get("user_id") if isinstance(metadata, dict) else None
-    return user_id if isinstance(user_id, str) and user_id else DEFAULT_SESSION
 
 
 def redact(headers: dict[str, str]) -> dict[str, str]:
