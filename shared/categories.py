@@ -16,6 +16,8 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.harnesses import HarnessName
+
 #: The sandbox tools an agent may be given (task_complete and spawn_subagent are added by the engine).
 SANDBOX_TOOLS = ("bash", "read", "write", "edit", "glob", "grep")
 READ_ONLY_TOOLS = ("read", "glob", "grep")
@@ -51,6 +53,11 @@ class CategoryConfig(BaseModel):
     coordination: bool = Field(
         default=True,
         description=f"Gets the memory bank and message tools ({', '.join(COORDINATION_TOOLS)}).",
+    )
+    harness: HarnessName | None = Field(
+        default=None,
+        description='What runs its agents: "api", "claude-code", "codex" or "opencode"; unset: the '
+        "project's harness (planner and validator categories always run on api).",
     )
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 import tomllib
 from decimal import Decimal
-from typing import Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -17,6 +18,7 @@ from shared.categories import DEFAULT_CATEGORIES, SANDBOX_TOOLS, CategoryConfig,
 from shared.dag import TaskSpec, validate_dag
 from shared.errors import InvalidInput
 from shared.git_refs import DEFAULT_BRANCH_TEMPLATE, check_branch_template
+from shared.harnesses import DEFAULT_HARNESS, HARNESSES, HarnessConfig, HarnessName
 from shared.pricing import ModelPrice, find_price
 
 _SIZE = re.compile(r"^\d+(\.\d+)?[bkmg]?$", re.IGNORECASE)
@@ -134,6 +136,13 @@ class SourceConfig(_Strict):
     )
 
 
+# Roles whose agents no CLI harness can run, and why (see shared.harnesses).
+_API_ONLY = {
+    Role.PLANNER: 'a planner needs submit_plan, which no agent CLI has; remove harness or set it to "api"',
+    Role.VALIDATOR: "a validator runs check_command, not a model; remove harness",
+}
+
+
 class DeliveryConfig(_Strict):
     """``[delivery]`` in raas.toml: where the project's work goes back to (DESIGN.md rule 10)."""
 
@@ -218,6 +227,15 @@ class ProjectConfig(_Strict):
         default=4, ge=1, description="Iterations of this project queued or running at once (fairness)."
     )
     model: str = Field(default="claude-sonnet-4-6", description="Claude model of the agents.")
+    harness: HarnessName = Field(
+        default=DEFAULT_HARNESS,
+        description='What runs the agents of builder and research categories: "api" (the built-in loop), '
+        '"claude-code", "codex" or "opencode" (the agent CLI, pinned, in the sandbox); a category\'s '
+        "harness wins.",
+    )
+    harnesses: dict[str, HarnessConfig] = Field(
+        default_factory=dict, description="[harnesses.NAME]: what is tuned of each agent CLI."
+    )
     max_iterations: int = Field(
         default=10, ge=1, description="The project fails if no iteration completes the task by then."
     )
@@ -264,9 +282,22 @@ class ProjectConfig(_Strict):
                 raise ValueError(msg)
         return patterns
 
+    @field_validator("harnesses")
+    @classmethod
+    def _known_harnesses(cls, tables: dict[str, HarnessConfig]) -> dict[str, HarnessConfig]:
+        for name in tables:
+            if name not in HARNESSES:
+                msg = f"unknown harness {name!r}; choices: {', '.join(HARNESSES)}"
+                raise ValueError(msg)
+        return tables
+
     @model_validator(mode="after")
     def _consistent(self) -> ProjectConfig:
-        for model in {self.model, *(c.model for c in self.categories.values() if c.model)}:
+        self._check_harnesses()
+        in_use = {*DEFAULT_CATEGORIES, *self.categories}
+        tables: list[CategoryConfig | HarnessConfig] = [*self.categories.values(), *self.harnesses.values()]
+        models = {self.model, *(t.model for t in tables if t.model)}
+        for model in models | {self.model_for(name) for name in in_use}:
             if find_price(model, self.pricing) is None:
                 msg = f"model {model!r} has no price; add a [pricing.{model!r}] table"
                 raise ValueError(msg)
@@ -295,6 +326,20 @@ class ProjectConfig(_Strict):
         validate_dag(self.tasks)
         return self
 
+    def _check_harnesses(self) -> None:
+        """A harness only on categories whose role and tools it can honour (see shared.harnesses)."""
+        for name, category in self.categories.items():
+            if category.harness not in (None, "api") and self.role_of(name) in _API_ONLY:
+                msg = f"categories.{name}.harness: {_API_ONLY[self.role_of(name)]}"
+                raise ValueError(msg)
+            harness = HARNESSES.get(self.harness_for(name))
+            lacking = set(category.tools or ()) - set(harness.tools if harness else ())
+            if harness is not None and lacking:
+                msg = (
+                    f"categories.{name}.tools: the {harness.name} harness has no {', '.join(sorted(lacking))}"
+                )
+                raise ValueError(msg)
+
     def category(self, name: str) -> CategoryConfig:
         return resolve(name, self.categories)
 
@@ -305,8 +350,29 @@ class ProjectConfig(_Strict):
         """The names of the categories, built-in and the project's own, that have ``role``."""
         return sorted(name for name in {*DEFAULT_CATEGORIES, *self.categories} if self.role_of(name) is role)
 
+    def harness_for(self, category: str) -> str:
+        """The harness that runs agents of ``category``: its own, else the project's (planner and
+        validator categories run on api whatever the project says; see :mod:`shared.harnesses`)."""
+        if self.role_of(category) in _API_ONLY:
+            return "api"
+        return self.category(category).harness or self.harness
+
+    def harness_config_for(self, category: str) -> HarnessConfig:
+        """``[harnesses.NAME]`` of the category's harness with its model and max_turns filled in."""
+        table = self.harnesses.get(self.harness_for(category), HarnessConfig())
+        return table.model_copy(
+            update={"model": self.model_for(category), "max_turns": table.max_turns or self.max_turns}
+        )
+
     def model_for(self, category: str) -> str:
-        return self.category(category).model or self.model
+        """The model agents of ``category`` call: the harness table's, the category's, the harness's
+        own default (codex: an OpenAI model), then the project's."""
+        harness = self.harness_for(category)
+        table = self.harnesses.get(harness)
+        if table is not None and table.model:
+            return table.model
+        default = HARNESSES[harness].default_model if harness in HARNESSES else None
+        return self.category(category).model or default or self.model
 
 
 def describe_validation_error(source: str, error: ValidationError) -> str:
@@ -317,7 +383,26 @@ def describe_validation_error(source: str, error: ValidationError) -> str:
     given = first.get("input")
     shown = "" if first["type"] == "missing" or isinstance(given, dict) else f" (got {given!r})"
     text = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        keys = _keys_at(first["loc"][:-1])
+        text = f"unknown key; keys: {', '.join(keys)}" if keys else text
     return f"{where}{text}{shown}"
+
+
+def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the table at ``loc`` (a path into raas.toml) may hold, to name them in an error."""
+    model: Any = ProjectConfig
+    for part in loc:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = model.model_fields.get(str(part))
+            model = field.annotation if field else None
+        else:  # dict[str, X] or list[X]: the key or the index selects an X
+            model = get_args(model)[-1] if get_origin(model) in (dict, list) else None
+        if get_origin(model) in (Union, UnionType):  # X | None
+            model = next((a for a in get_args(model) if a is not type(None)), None)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return list(model.model_fields)
+    return []
 
 
 def parse_project_config(text: str, source: str = "raas.toml") -> ProjectConfig:

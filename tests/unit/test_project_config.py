@@ -21,7 +21,7 @@ def test_empty_file_gives_the_defaults() -> None:
         ('[sandbox]\nmemory = "lots"', ["raas.toml: sandbox.memory", "'lots' is not a size", '"1g"']),
         ('max_iterations = "many"', ["raas.toml: max_iterations", "valid integer", "'many'"]),
         ("max_iterations = 0", ["max_iterations", "greater than or equal to 1"]),
-        ("colour = 1", ["raas.toml: colour", "Extra inputs are not permitted"]),
+        ("colour = 1", ["raas.toml: colour", "unknown key; keys: name, workflow,"]),
         ("[budget]\nlimit_usd = -1", ["budget.limit_usd", "greater than or equal to 0"]),
         ('model = "gpt-9"', ["model 'gpt-9' has no price", "[pricing.'gpt-9']"]),
         ("name = ", ["raas.toml: not valid TOML"]),
