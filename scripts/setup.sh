@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything Constellation needs on a Debian machine, as root: system packages, Postgres,
-# Redis, a Docker engine, the Python environment and the offline sandbox image.
+# Redis, a Docker engine, the Python environment, the offline sandbox image and the pinned
+# agent CLIs (scripts/install-harnesses.sh).
 # Idempotent: each step checks first and does only what is missing. Source it or run it.
 set -euo pipefail
 
@@ -83,6 +84,8 @@ start_redis
 start_docker
 python_env
 "$ROOT/deploy/sandbox/build-offline.sh"
+# The pinned agent CLIs (Claude Code, Codex, OpenCode) a worker mounts into its containers.
+bash "$ROOT/scripts/install-harnesses.sh"
 # The app image's base (Debian trixie), for the compose test's offline build; cached by its tag.
 "$ROOT/deploy/build-app-offline.sh" --base-only
 say "ready"
