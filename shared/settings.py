@@ -56,6 +56,17 @@ class Settings(BaseSettings):
     warm_pool_size: int = Field(
         default=0, ge=0, description="Pre-started sandboxes per worker process (0: start one per iteration)."
     )
+    harness_timeout_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Wall-clock limit of one harness iteration's agent CLI run: past it the container is "
+        "killed and what the agent wrote is kept.",
+    )
+    harness_on_host: bool = Field(
+        default=False,
+        description="Let a harness (an agent CLI) run without Docker, on the local sandbox, with the host "
+        "user's privileges (embedded runs only).",
+    )
     worker_name: str = Field(
         default="",
         description="The worker's Celery node name (`raas worker --name` wins); empty: iterations@HOST.",

@@ -25,10 +25,12 @@ from shared.scud import write_back
 from shared.settings import Settings
 from workers import records
 from workers.agent.session import AgentSession, Emit, SessionFailure, SessionResult
+from workers.harness.session import HarnessSession, LlmLease, OpenLease
 from workers.llm import client as llm
 from workers.llm.ratelimit import RateLimiter
 from workers.records import Claim, Outcome
 from workers.sandbox.base import Sandbox, SandboxLimits
+from workers.sandbox.container import SandboxMounts
 from workers.sandbox.factory import DockerSandboxConfig, SandboxFactory, factory_for
 from workers.sandbox.pool import SandboxPool
 from workers.sandbox.sweeper import cluster_id
@@ -134,6 +136,7 @@ class IterationRunner:
         sandbox_factory: SandboxFactory | None = None,
         limiter: RateLimiter | None = None,
         pool: SandboxPool | None = None,
+        open_lease: OpenLease | None = None,
     ) -> None:
         self.settings = settings
         self.bus = bus
@@ -142,6 +145,8 @@ class IterationRunner:
         self.start_sandbox = sandbox_factory or factory_for(DockerSandboxConfig(image=settings.sandbox_image))
         self.limiter = limiter
         self.pool = pool
+        # A harness iteration's LLM gateway lease (None: the worker's gateway).
+        self.open_lease = open_lease
 
     def _emitter(self, claim: Claim) -> Emit:
         def emit(payload: EventData) -> None:
@@ -235,7 +240,9 @@ class IterationRunner:
         gitdir = workdir.with_name(workdir.name + ".git")
         workdir.parent.mkdir(parents=True, exist_ok=True)
         limits = self._limits(claim)
-        if self.pool is None or self.pool.limits != limits:
+        # A warm container was made without a harness's mounts: a harness iteration starts its own.
+        cli = claim.config.harness_for(claim.category) != "api"
+        if self.pool is None or self.pool.limits != limits or cli:
             return Lease(workdir, gitdir, transfer.fetch_workspace(claim.project_id, workdir, gitdir))
         fetched: list[str] = []
         sandbox = self.pool.acquire(
@@ -246,6 +253,9 @@ class IterationRunner:
     def _session(self, claim: Claim, lease: Lease, emit: Emit) -> SessionResult:
         if claim.role is Role.VALIDATOR and claim.config.check_command:
             return self._check(claim, lease, emit)
+        harness = claim.config.harness_for(claim.category)
+        if harness != "api":
+            return self._harness(claim, harness, lease, emit)
         client = llm.shared_client(self.settings)
         sandbox = lease.take_sandbox() or self._sandbox(claim, lease.workdir)
         try:
@@ -261,14 +271,30 @@ class IterationRunner:
             return limits.model_copy(update={"network": False})
         return limits
 
-    def _sandbox(self, claim: Claim, workdir: Path) -> Sandbox:
-        return self.start_sandbox(
-            workdir,
-            self._limits(claim),
-            sandbox_labels(claim, self.worker_name, cluster_id(self.settings.database_url)),
-            # Unique per attempt, so a re-run never collides with its dead predecessor's container.
-            f"raas-{claim.iteration_id}-{claim.attempt}",
-        )
+    def _harness(self, claim: Claim, harness: str, lease: Lease, emit: Emit) -> SessionResult:
+        """The iteration's agent is an agent CLI in the container, its calls through the gateway."""
+        return HarnessSession(
+            claim,
+            harness,
+            workdir=lease.workdir,
+            cache=self.settings.harness_cache,
+            start_sandbox=lambda mounts: self._sandbox(claim, lease.workdir, mounts),
+            open_lease=self.open_lease or self._gateway_lease,
+            emit=emit,
+            timeout_s=self.settings.harness_timeout_s,
+        ).run()
+
+    def _gateway_lease(self, claim: Claim, emit: Emit, harness: str) -> LlmLease:
+        msg = "this worker has no LLM gateway yet"
+        raise SessionFailure(ErrorKind.INTERNAL, msg)
+
+    def _sandbox(self, claim: Claim, workdir: Path, mounts: SandboxMounts | None = None) -> Sandbox:
+        labels = sandbox_labels(claim, self.worker_name, cluster_id(self.settings.database_url))
+        # Unique per attempt, so a re-run never collides with its dead predecessor's container.
+        name = f"raas-{claim.iteration_id}-{claim.attempt}"
+        if mounts is None:
+            return self.start_sandbox(workdir, self._limits(claim), labels, name)
+        return self.start_sandbox(workdir, self._limits(claim), labels, name, mounts)
 
     def _check(self, claim: Claim, lease: Lease, emit: Emit) -> SessionResult:
         """The validator gate: the project's check command in the sandbox; exit 0 passes."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.sandbox.base import Sandbox, SandboxLimits
+from workers.sandbox.container import SandboxMounts
 from workers.sandbox.docker import DockerSandbox
 from workers.sandbox.factory import DockerSandboxConfig, factory_for
 
@@ -32,8 +33,15 @@ class InspectedSandboxes:
         self._start = factory_for(DockerSandboxConfig(image=image))
         self.inspected: list[dict[str, Any]] = []
 
-    def __call__(self, workdir: Path, limits: SandboxLimits, labels: dict[str, str], name: str) -> Sandbox:
-        sandbox = self._start(workdir, limits, labels, name)
+    def __call__(
+        self,
+        workdir: Path,
+        limits: SandboxLimits,
+        labels: dict[str, str],
+        name: str,
+        mounts: SandboxMounts | None = None,
+    ) -> Sandbox:
+        sandbox = self._start(workdir, limits, labels, name, mounts)
         assert isinstance(sandbox, DockerSandbox)
         self.inspected.append(sandbox.client.api.inspect_container(sandbox.container_id))
         return sandbox

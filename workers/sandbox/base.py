@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from types import TracebackType
-from typing import Self
+from typing import Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from shared.errors import SandboxError
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([bkmg]?)$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -93,6 +96,18 @@ class ExecResult(BaseModel):
         return cls(exit_code=exit_code, output=output, truncated_bytes=cut, timed_out=timed_out)
 
 
+class AgentProcess(Protocol):
+    """An agent CLI running in a sandbox (:meth:`Sandbox.spawn`): read ``lines()`` to its end,
+    then ``exit_code`` and ``timed_out`` say how it ended."""
+
+    exit_code: int | None
+    timed_out: bool
+
+    def lines(self) -> Iterator[str]: ...
+
+    def stderr_tail(self, max_lines: int = 20) -> str: ...
+
+
 class Sandbox(ABC):
     """Where an iteration's tools run. Paths are relative to the workspace (or absolute inside it).
 
@@ -139,6 +154,14 @@ class Sandbox(ABC):
 
         Exit code 0 with matches, 1 with none, 2 on an error (e.g. a bad regex).
         """
+
+    def spawn(self, argv: list[str], env: dict[str, str], timeout_s: float) -> AgentProcess:
+        """Start a long-running agent CLI in the workspace, its stdout read as it comes.
+
+        Past ``timeout_s`` it is killed. Sandboxes that cannot run one raise SandboxError.
+        """
+        msg = f"a {type(self).__name__} cannot run an agent CLI"
+        raise SandboxError(msg)
 
     @abstractmethod
     def close(self) -> None:

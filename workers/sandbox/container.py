@@ -15,6 +15,7 @@ from typing import Any
 import docker
 from docker.errors import APIError, ImageNotFound
 from docker.types import LogConfig
+from pydantic import BaseModel, ConfigDict
 
 from shared.errors import SandboxStartError
 from workers.sandbox.base import SandboxLimits
@@ -30,18 +31,46 @@ SANDBOX_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 }
 BUILD_HINT = "build it with deploy/sandbox/build-offline.sh (no registry needed)"
+AGENT_HOME = "/home/agent"
 
 
-def host_config(client: docker.DockerClient, host_workspace: Path, limits: SandboxLimits) -> dict[str, Any]:
+class SandboxMounts(BaseModel):
+    """What a harness iteration's container has beyond the workspace (fixed at creation).
+
+    The agent CLI's binary and the gateway's socket directory come in read-only (a unix socket
+    on a read-only mount still accepts connections); ``home`` adds a writable tmpfs home owned by
+    the sandbox user, which the CLIs need for their settings and session files.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    read_only: tuple[tuple[str, str], ...] = ()
+    """(host path, container path) pairs."""
+    home: bool = False
+
+
+def host_config(
+    client: docker.DockerClient,
+    host_workspace: Path,
+    limits: SandboxLimits,
+    mounts: SandboxMounts | None = None,
+) -> dict[str, Any]:
     """The hardening of DESIGN.md rule 4, as Docker host configuration."""
     memory = limits.memory_bytes
     cpus = min(limits.cpus, float(os.cpu_count() or 1))  # Docker refuses more than the host has
+    binds = {str(host_workspace): {"bind": WORKSPACE, "mode": "rw"}}
+    tmpfs = {"/tmp": f"rw,nosuid,nodev,size={memory},mode=1777"}
+    if mounts is not None:
+        binds.update({host: {"bind": inside, "mode": "ro"} for host, inside in mounts.read_only})
+        if mounts.home:
+            ids = f"uid={SANDBOX_UID},gid={SANDBOX_GID}"
+            tmpfs[AGENT_HOME] = f"rw,nosuid,nodev,size={memory},mode=700,{ids}"
     config: dict[str, Any] = client.api.create_host_config(
-        binds={str(host_workspace): {"bind": WORKSPACE, "mode": "rw"}},
+        binds=binds,
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
         read_only=True,
-        tmpfs={"/tmp": f"rw,nosuid,nodev,size={memory},mode=1777"},
+        tmpfs=tmpfs,
         mem_limit=memory,
         memswap_limit=memory,  # no swap: the memory limit is the limit
         nano_cpus=int(cpus * 1e9),
@@ -76,8 +105,12 @@ def create(
     limits: SandboxLimits,
     labels: dict[str, str],
     name: str,
+    mounts: SandboxMounts | None = None,
 ) -> str:
     """Create (not start) the container; its id."""
+    environment = SANDBOX_ENV
+    if mounts is not None and mounts.home:
+        environment = {**SANDBOX_ENV, "HOME": AGENT_HOME}
     try:
         created = client.api.create_container(
             image,
@@ -85,10 +118,10 @@ def create(
             name=name,
             user=f"{SANDBOX_UID}:{SANDBOX_GID}",
             working_dir=WORKSPACE,
-            environment=SANDBOX_ENV,
+            environment=environment,
             labels={**labels, MANAGED_LABEL: "true"},
             hostname="sandbox",
-            host_config=host_config(client, workspace, limits),
+            host_config=host_config(client, workspace, limits, mounts),
         )
     except ImageNotFound as e:
         msg = f"sandbox image {image!r} is not on this Docker engine; {BUILD_HINT}"

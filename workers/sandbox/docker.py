@@ -23,8 +23,9 @@ from shared.errors import SandboxError, SandboxStartError, StreamClosed, ToolTim
 from workers.sandbox import helper
 from workers.sandbox.base import ExecResult, Sandbox, SandboxLimits
 from workers.sandbox.channel import DeadlineExceeded, HelperClient, b64
-from workers.sandbox.container import MANAGED_LABEL, WORKSPACE, chown_workspace, create
+from workers.sandbox.container import MANAGED_LABEL, WORKSPACE, SandboxMounts, chown_workspace, create
 from workers.sandbox.fallback import ShellOps
+from workers.sandbox.process import ContainerProcess
 
 __all__ = ["MANAGED_LABEL", "DockerSandbox"]
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class DockerSandbox(Sandbox):
         labels: dict[str, str],
         name: str,
         client: docker.DockerClient | None = None,
+        mounts: SandboxMounts | None = None,
     ) -> DockerSandbox:
         """Create and start the container and its helper.
 
@@ -89,7 +91,7 @@ class DockerSandbox(Sandbox):
         workspace = host_workspace.resolve()
         try:
             chown_workspace(workspace)
-            container_id = create(client, image, workspace, limits, labels, name)
+            container_id = create(client, image, workspace, limits, labels, name, mounts)
         except BaseException:
             if owns_client:
                 client.close()
@@ -181,6 +183,25 @@ class DockerSandbox(Sandbox):
             lambda s: s.grep(pattern, path, glob, ignore_case, timeout_s=timeout, limit=limit),
         )
         return _exec_result(result)
+
+    def spawn(self, argv: list[str], env: dict[str, str], timeout_s: float) -> ContainerProcess:
+        """Start ``argv`` in the container beside the helper (an agent CLI), its output streamed.
+
+        Past ``timeout_s`` the whole container is killed (a hung agent's run ends; what it wrote
+        stays in the workspace) and the process's ``timed_out`` says so.
+        """
+        if self._closed or self._killed:
+            msg = f"sandbox {self.name} is {'closed' if self._closed else self._killed}"
+            raise SandboxError(msg)
+        return ContainerProcess.start(
+            self.client.api,
+            self.container_id,
+            argv,
+            env,
+            WORKSPACE,
+            timeout_s,
+            on_timeout=lambda: self._kill(f"killed after its agent overran its {timeout_s:.0f} s limit"),
+        )
 
     def close(self) -> None:
         """Stop the helper and remove the container (killing whatever runs in it)."""

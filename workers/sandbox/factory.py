@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.errors import SandboxStartError
 from workers.sandbox.base import Sandbox, SandboxLimits
+from workers.sandbox.container import SandboxMounts
 from workers.sandbox.docker import DockerSandbox
 from workers.sandbox.local import LocalSandbox
 
@@ -52,10 +53,18 @@ SandboxConfig = Annotated[DockerSandboxConfig | LocalSandboxConfig, Field(discri
 
 
 class SandboxFactory(Protocol):
-    """Starts an iteration's sandbox on ``workdir`` (what the iteration runner calls)."""
+    """Starts an iteration's sandbox on ``workdir`` (what the iteration runner calls).
+
+    ``mounts`` comes only with a harness iteration (its agent CLI, the gateway's socket, a home).
+    """
 
     def __call__(
-        self, workdir: Path, limits: SandboxLimits, labels: dict[str, str], name: str
+        self,
+        workdir: Path,
+        limits: SandboxLimits,
+        labels: dict[str, str],
+        name: str,
+        mounts: SandboxMounts | None = None,
     ) -> Sandbox: ...
 
 
@@ -65,12 +74,15 @@ def start_sandbox(
     limits: SandboxLimits,
     labels: dict[str, str],
     name: str,
+    mounts: SandboxMounts | None = None,
 ) -> Sandbox:
     """Start the iteration's sandbox as ``config`` says.
 
     Args:
         workdir: the iteration's workspace on this host (its own scratch clone).
         labels, name: the container's, so the reaper finds it (a local sandbox has neither).
+        mounts: a harness iteration's binary, socket directory and home (Docker only; a local
+            sandbox runs on the host, where the binary and the socket already are).
 
     Raises:
         SandboxStartError: it did not start (for Docker: not even after the engine wait).
@@ -83,7 +95,12 @@ def start_sandbox(
     while True:
         try:
             return DockerSandbox.start(
-                image=config.image, host_workspace=workdir, limits=limits, labels=labels, name=name
+                image=config.image,
+                host_workspace=workdir,
+                limits=limits,
+                labels=labels,
+                name=name,
+                mounts=mounts,
             )
         except (SandboxStartError, OSError, DockerException) as exc:
             if not _unreachable(exc) or time.monotonic() > deadline:

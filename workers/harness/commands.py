@@ -1,0 +1,107 @@
+"""How each agent CLI is started in the container: its command line and its environment.
+
+Every CLI gets the same things in its own dialect: the iteration's prompt (the api harness's
+Ralph framing and task, :mod:`workers.agent.prompts`), the model, the turn cap, the user's extra
+arguments and allowed tools (``[harnesses.NAME]``), the gateway's per-iteration token as its API
+key (never the real key), and the switches that keep it from phoning home (issue #12 point 6):
+the container has no network, so anything it tried would only hang or retry.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+
+from shared.harnesses import HARNESSES, HarnessConfig
+from workers.agent import prompts
+from workers.records import Claim
+from workers.sandbox.container import AGENT_HOME
+
+SOCKET_DIR = "/run/raas"  # where the gateway's lease directory is mounted (llm.sock inside)
+SOCKET = f"{SOCKET_DIR}/llm.sock"
+COMPLETION_FILE = ".raas/complete"
+#: Retries of a failed model call: few, so a dead gateway does not hold an iteration for minutes.
+MAX_RETRIES = 3
+
+_QUIET = {
+    "HOME": AGENT_HOME,
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_AUTOUPDATER": "1",
+}
+
+
+@dataclass(frozen=True)
+class Invocation:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def instructions(claim: Claim) -> tuple[str, str]:
+    """(system text, prompt): the api harness's framing, and how to say the task is done."""
+    system = "\n\n".join(block["text"] for block in prompts.system_blocks(claim))
+    first = prompts.first_message(claim)["content"][0]["text"]
+    done = (
+        f"When the whole task is done and verified, and only then, write a short summary of what "
+        f"was done to the file {COMPLETION_FILE} in the workspace (create the directory); that "
+        f"ends the task. The workspace is /workspace."
+    )
+    marker = claim.config.completion_marker
+    if marker:
+        done += f" You may instead end your final message with {marker}."
+    return system, f"{first}\n\n{done}"
+
+
+def session_id(claim: Claim) -> str:
+    """A stable id for this attempt's CLI session (a redelivered attempt gets its own)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"raas:{claim.iteration_id}:{claim.attempt}"))
+
+
+def claude_code(claim: Claim, config: HarnessConfig, token: str) -> Invocation:
+    system, prompt = instructions(claim)
+    argv = [
+        HARNESSES["claude-code"].mount,
+        "-p",
+        prompt,
+        "--append-system-prompt",
+        system,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        # Its tools run in our sandbox: the container is the permission boundary.
+        "--dangerously-skip-permissions",
+        "--no-session-persistence",
+        "--session-id",
+        session_id(claim),
+        "--max-turns",
+        str(config.max_turns or claim.config.max_turns),
+    ]
+    if config.model:
+        argv += ["--model", config.model]
+    if config.allowed_tools is not None:
+        argv += ["--allowedTools", ",".join(config.allowed_tools)]
+    argv += config.args
+    env = {
+        **_QUIET,
+        "ANTHROPIC_UNIX_SOCKET": SOCKET,
+        # Both are needed: with the socket alone it speaks TLS into it.
+        "ANTHROPIC_BASE_URL": "http://localhost",
+        "ANTHROPIC_API_KEY": token,
+        "CLAUDE_CODE_MAX_RETRIES": str(MAX_RETRIES),
+    }
+    return Invocation(argv, env)
+
+
+def opencode_config(model: str, port: int) -> str:
+    """OPENCODE_CONFIG_CONTENT: the Anthropic provider pointed at the in-container relay."""
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": f"anthropic/{model}",
+        "small_model": f"anthropic/{model}",
+        "provider": {"anthropic": {"options": {"baseURL": f"http://127.0.0.1:{port}/v1"}}},
+    }
+    return json.dumps(config)

@@ -1,0 +1,139 @@
+"""One iteration run by an agent CLI: its gateway lease, its container, its output, its end.
+
+The CLI runs inside the iteration's own container (the binary and the gateway's socket
+directory bind-mounted read-only, a tmpfs home, no network), its stdout parsed line by line as
+it comes into the project's events, and its end judged by :mod:`workers.harness.ending`. The
+gateway, not this session, admits, meters, records and charges every model call: nothing
+here counts tokens or money.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from shared.errors import InvalidInput
+from shared.harnesses import HARNESSES, check_binary
+from shared.models import ErrorKind
+from workers.agent.session import Emit, SessionFailure, SessionResult
+from workers.harness import commands
+from workers.harness.ending import Finished, GatewayVerdict, judge
+from workers.harness.parse_claude import ClaudeParser
+from workers.records import Claim
+from workers.sandbox.base import Sandbox
+from workers.sandbox.container import SandboxMounts
+
+log = logging.getLogger(__name__)
+NOTE_MAX_BYTES = 64 * 1024
+
+
+class LlmLease(Protocol):
+    """An iteration's hold on the LLM gateway (``Gateway.open``): a socket directory and a token."""
+
+    @property
+    def directory(self) -> Path: ...
+
+    @property
+    def token(self) -> str: ...
+
+    def stats(self) -> GatewayVerdict: ...
+
+    def close(self) -> None: ...
+
+
+OpenLease = Callable[[Claim, Emit, str], LlmLease]
+StartSandbox = Callable[[SandboxMounts], Sandbox]
+
+
+class HarnessSession:
+    """Runs ``claim``'s agent with ``harness`` (a CLI name of :data:`shared.harnesses.HARNESSES`)."""
+
+    def __init__(
+        self,
+        claim: Claim,
+        harness: str,
+        *,
+        workdir: Path,
+        cache: Path,
+        start_sandbox: StartSandbox,
+        open_lease: OpenLease,
+        emit: Emit,
+        timeout_s: float,
+    ) -> None:
+        self.claim = claim
+        self.harness = harness
+        self.workdir = workdir
+        self.cache = cache
+        self.start_sandbox = start_sandbox
+        self.open_lease = open_lease
+        self.emit = emit
+        self.timeout_s = timeout_s
+
+    def run(self) -> SessionResult:
+        try:
+            binary = check_binary(self.harness, self.cache)
+        except InvalidInput as exc:
+            raise SessionFailure(ErrorKind.INTERNAL, str(exc)) from exc
+        lease = self.open_lease(self.claim, self.emit, self.harness)
+        try:
+            mounts = SandboxMounts(
+                read_only=(
+                    (str(binary), HARNESSES[self.harness].mount),
+                    (str(lease.directory), commands.SOCKET_DIR),
+                ),
+                home=True,
+            )
+            parser, finished = self._run_cli(mounts, lease.token)
+            note = take_completion_note(self.workdir)
+            return judge(parser.end, finished, lease.stats(), self.claim.config.completion_marker, note)
+        finally:
+            lease.close()
+
+    def _run_cli(self, mounts: SandboxMounts, token: str) -> tuple[ClaudeParser, Finished]:
+        config = self.claim.config.harness_config_for(self.claim.category)
+        invocation = commands.claude_code(self.claim, config, token)
+        parser = ClaudeParser()
+        sandbox = self.start_sandbox(mounts)
+        try:
+            process = sandbox.spawn(invocation.argv, invocation.env, self.timeout_s)
+            for line in process.lines():
+                for event in parser.feed(line):
+                    self.emit(event)
+        finally:
+            sandbox.close()
+        finished = Finished(
+            self.harness, process.exit_code, process.timed_out, self.timeout_s, process.stderr_tail()
+        )
+        log.info("iteration %s: %s exited with %s", self.claim.iteration_id, self.harness, process.exit_code)
+        return parser, finished
+
+
+def take_completion_note(workdir: Path) -> str | None:
+    """What the agent wrote to the completion file, which is then removed (it is no work product).
+
+    The workspace is the agent's: a symlink there (to a host file, say) is never followed, as
+    this runs on the host.
+    """
+    folder = workdir / Path(commands.COMPLETION_FILE).parent
+    path = workdir / commands.COMPLETION_FILE
+    try:
+        if not stat.S_ISDIR(folder.lstat().st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, NOTE_MAX_BYTES)
+    finally:
+        os.close(fd)
+    path.unlink()
+    with contextlib.suppress(OSError):  # the agent keeps other files there: they stay
+        folder.rmdir()
+    return data.decode(errors="replace")

@@ -1,0 +1,40 @@
+"""What the parsers share: the agent CLIs' tool names in ours, and tool results as text.
+
+The CLIs name their tools their own way (Claude Code ``Bash``/``Write``, OpenCode ``bash``/``write``,
+Codex a ``command_execution`` item); the events carry our names where there is one, so the graph,
+``raas follow`` and the transcripts read the same whatever the harness. Other tools (Claude
+Code's ``Task``, ``WebFetch``...) keep their own names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PREVIEW_CHARS = 2000  # as the api harness's tool_executed previews
+
+_OURS = {
+    "bash": "bash",
+    "shell": "bash",
+    "command_execution": "bash",
+    "read": "read",
+    "write": "write",
+    "edit": "edit",
+    "multiedit": "edit",
+    "glob": "glob",
+    "grep": "grep",
+}
+
+
+def our_tool_name(name: str) -> str:
+    """Our name for a CLI's tool (``Bash`` -> ``bash``); its own name when we have none."""
+    return _OURS.get(name.lower(), name)
+
+
+def result_text(content: Any) -> str:
+    """A tool result's content as text: a string, or the text of its blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return "" if content is None else str(content)
