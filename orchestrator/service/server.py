@@ -9,6 +9,8 @@ import threading
 import uvicorn
 
 from orchestrator.api import create_app
+from orchestrator.dashboard import DashboardOptions, mount_dashboard
+from orchestrator.queries.workers import inspect_workers
 from orchestrator.scheduling.dispatch import CeleryDispatcher
 from orchestrator.scheduling.reconcile import Reconciler
 from orchestrator.scheduling.worker_watch import CeleryConsumers
@@ -40,7 +42,9 @@ def run_coordinator(host: str, port: int, concurrency: int = 4) -> None:
     upgrade(settings.database_url)
     settings.workspaces_dir().mkdir(parents=True, exist_ok=True)
     dispatcher, bus = CeleryDispatcher(app), RedisBus(settings.redis_url)
-    api = create_app(settings, dispatcher, bus)
+    api = mount_dashboard(
+        create_app(settings, dispatcher, bus), DashboardOptions(workers=lambda: inspect_workers(app))
+    )
     server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level="info"))
     thread = threading.Thread(target=server.run, name="api", daemon=True)
     thread.start()

@@ -1,0 +1,180 @@
+"""The dashboard's pages and the fragments htmx swaps into them: sign-in, the projects list, a
+project (graph, inspector, costs), the workers. Every answer comes from the same queries as the
+API's (``orchestrator.queries``, ``orchestrator.transcripts``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from orchestrator.dashboard.render import render
+from orchestrator.dashboard.sessions import COOKIE, CSRF_FIELD, SESSION_S, check_csrf, check_origin, sign_in
+from orchestrator.dashboard.views import Ctx, ProjectSigned, Signed, as_page
+from orchestrator.queries import agents, cost_series, costs, graph, listing, projects
+from orchestrator.transcripts.store import load_transcript
+from shared.errors import RaasError, Unauthorized
+from shared.models import ProjectStatus
+
+router = APIRouter(include_in_schema=False)
+TABS = ("overview", "history", "outputs", "config")
+
+
+def _page(template: str, **context: Any) -> HTMLResponse:
+    return HTMLResponse(render(template, **context))
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a path of this site: never another origin (``//host``) or a scheme."""
+    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/"
+
+
+@router.get("/login")
+def login_page(next_: Annotated[str | None, Query(alias="next")] = None) -> HTMLResponse:
+    return _page("login.html", session=None, next=_safe_next(next_), error=None)
+
+
+@router.post("/login")
+def login(
+    request: Request,
+    ctx: Ctx,
+    token: Annotated[str, Form(max_length=500)],
+    next_: Annotated[str, Form(alias="next")] = "/",
+) -> Response:
+    check_origin(request)
+    try:
+        cookie = sign_in(token, ctx.settings.api_token.get_secret_value())
+    except Unauthorized as exc:
+        body = render("login.html", session=None, next=_safe_next(next_), error=str(exc))
+        return HTMLResponse(body, status_code=401)
+    answer = RedirectResponse(_safe_next(next_), status_code=303)
+    answer.set_cookie(
+        COOKIE,
+        cookie,
+        max_age=SESSION_S,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    return answer
+
+
+@router.post("/logout")
+def logout(
+    request: Request, session: Signed, csrf: Annotated[str | None, Form(alias=CSRF_FIELD)] = None
+) -> Response:
+    check_origin(request)
+    check_csrf(session, csrf or request.headers.get("x-csrf-token"))
+    answer = RedirectResponse("/login", status_code=303)
+    answer.delete_cookie(COOKIE, path="/")
+    return answer
+
+
+def _status(value: str | None) -> ProjectStatus | None:
+    try:
+        return ProjectStatus(value) if value else None
+    except ValueError:
+        return None
+
+
+@router.get("/")
+def projects_page(
+    session: Signed, status: str | None = None, after: Annotated[str | None, Query(max_length=100)] = None
+) -> HTMLResponse:
+    page = listing.project_page(tenant_id=session.principal.tenant_id, status=_status(status), after=after)
+    return _page(
+        "projects.html",
+        session=session,
+        page=page,
+        status=_status(status),
+        after=after,
+        statuses=list(ProjectStatus),
+    )
+
+
+@router.get("/ui/projects/rows")
+def project_rows(
+    session: Signed, status: str | None = None, after: Annotated[str | None, Query(max_length=100)] = None
+) -> HTMLResponse:
+    page = listing.project_page(tenant_id=session.principal.tenant_id, status=_status(status), after=after)
+    return _page("_project_rows.html", page=page, status=_status(status))
+
+
+@router.get("/workers")
+def workers_page(request: Request, session: Signed) -> HTMLResponse:
+    options = request.app.state.dashboard
+    found, error = [], None
+    if options.workers is not None:
+        try:
+            found = options.workers()
+        except RaasError as exc:
+            error = str(exc)
+    return _page(
+        "workers.html",
+        session=session,
+        workers=found,
+        error=error,
+        embedded=options.workers is None,
+        flower_url=options.flower_url
+        if (options.flower_url or "").startswith(("http://", "https://"))
+        else None,
+    )
+
+
+@router.get("/projects/{project_id}")
+def project_page(project_id: str, session: ProjectSigned) -> HTMLResponse:
+    with as_page():
+        detail = projects.project_detail(project_id)
+        meter = cost_series.budget_meter(project_id)
+    return _page("project.html", session=session, project=detail, meter=meter)
+
+
+@router.get("/ui/projects/{project_id}/header")
+def project_header(project_id: str, session: ProjectSigned) -> HTMLResponse:
+    with as_page():
+        detail = projects.project_detail(project_id)
+        meter = cost_series.budget_meter(project_id)
+    return _page("_project_header.html", project=detail, meter=meter)
+
+
+@router.get("/ui/projects/{project_id}/graph.json")
+def project_graph(project_id: str, session: ProjectSigned) -> JSONResponse:
+    with as_page():
+        plan = graph.project_graph(project_id).model_dump(mode="json")
+        plan["task_stats"] = agents.task_attempts(project_id)
+    return JSONResponse(plan)
+
+
+@router.get("/ui/projects/{project_id}/costs")
+def project_costs(project_id: str, session: ProjectSigned) -> HTMLResponse:
+    with as_page():
+        report = costs.cost_report(project_id, with_receipts=True)
+        meter = cost_series.budget_meter(project_id)
+    return _page("_costs.html", report=report, meter=meter)
+
+
+@router.get("/ui/projects/{project_id}/cost-series.json")
+def project_cost_series(project_id: str, session: ProjectSigned) -> JSONResponse:
+    with as_page():
+        return JSONResponse(cost_series.cost_series(project_id).model_dump(mode="json"))
+
+
+@router.get("/ui/projects/{project_id}/agents/{agent_id}")
+def inspector(
+    project_id: str, agent_id: str, ctx: Ctx, session: ProjectSigned, tab: str = "overview"
+) -> HTMLResponse:
+    tab = tab if tab in TABS else "overview"
+    with as_page():
+        overview = agents.agent_overview(project_id, agent_id)
+        shown: dict[str, Any] = {}
+        if tab == "history":
+            shown["transcript"] = load_transcript(project_id, agent_id)
+        elif tab == "outputs":
+            shown["outputs"] = agents.agent_outputs(ctx.workspaces_dir, project_id, agent_id)
+        elif tab == "config":
+            shown["config"] = agents.agent_config(project_id, agent_id)
+    return _page("_inspector.html", agent=overview, tab=tab, tabs=TABS, **shown)

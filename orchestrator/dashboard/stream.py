@@ -1,0 +1,211 @@
+"""The dashboard's live streams (server-sent events).
+
+A project's stream: each message carries events in seq order and its ``id:`` is the last one's
+seq, so a browser that reconnects sends ``Last-Event-ID`` (or ``?after=``) and gets exactly what
+it missed. The events come from ``orchestrator.queries.follow`` — the database's history, then
+Redis live, gaps filled from the database (DESIGN.md rule 5) — run in a thread per connection.
+Output chunks are coalesced (at most ``FLUSHES_PER_S`` messages a second); any other event
+goes out at once. An idle stream gets a comment line every ``HEARTBEAT_S``.
+
+The projects list's stream only says "changed" (at most once a second) when one of the
+viewer's projects has a lifecycle event; the page then fetches its rows again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Annotated
+
+import redis
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import StreamingResponse
+from sqlalchemy import select
+
+from orchestrator.dashboard.views import Ctx, ProjectSigned, Signed
+from orchestrator.queries.follow import follow
+from shared import events
+from shared.db import session_scope
+from shared.models import Project
+from shared.schemas import EventOut
+
+log = logging.getLogger(__name__)
+router = APIRouter(prefix="/ui", include_in_schema=False)
+FLUSHES_PER_S = 60
+HEARTBEAT_S = 15.0
+FOLLOW_IDLE_S = 5.0
+LIST_CHANGES_PER_S = 1.0
+INT32_MAX = 2**31 - 1
+# Events that move the projects list (status, iteration, spent): anything but the chatter.
+CHATTY = frozenset({events.AGENT_OUTPUT_CHUNK, events.AGENT_TOOL_CALL, events.TOOL_EXECUTED})
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+Follower = Callable[[str, int, float], Iterator[EventOut]]
+
+
+class _Pump:
+    """A thread feeding a project's events (via ``follower``) into an asyncio queue."""
+
+    def __init__(self, follower: Follower, project_id: str, after: int) -> None:
+        self.queue: asyncio.Queue[EventOut] = asyncio.Queue()
+        self._loop = asyncio.get_running_loop()
+        self._stopped = threading.Event()
+        self._follower, self._project_id, self._last = follower, project_id, after
+        threading.Thread(target=self._run, name=f"sse-{project_id}", daemon=True).start()
+
+    def _run(self) -> None:
+        # follow() ends when idle or after a terminal event; start it again until the client goes.
+        while not self._stopped.is_set():
+            try:
+                for event in self._follower(self._project_id, self._last, FOLLOW_IDLE_S):
+                    self._last = event.seq
+                    self._loop.call_soon_threadsafe(self.queue.put_nowait, event)
+                    if self._stopped.is_set():
+                        return
+            except RuntimeError:  # the event loop closed under us: the server is going away
+                return
+            except Exception:
+                log.warning(
+                    "following %s for the dashboard failed; retrying", self._project_id, exc_info=True
+                )
+                self._stopped.wait(1.0)
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+def _message(batch: list[EventOut]) -> str:
+    data = "[" + ",".join(event.model_dump_json() for event in batch) + "]"
+    return f"id: {batch[-1].seq}\nevent: events\ndata: {data}\n\n"
+
+
+async def event_messages(pump: _Pump) -> AsyncIterator[str]:
+    """SSE text: batches of events (output coalesced, the rest at once), heartbeats when idle."""
+    interval_s = 1.0 / FLUSHES_PER_S
+    pending: list[EventOut] = []
+    last_flush = 0.0
+    try:
+        yield "retry: 1000\n\n"
+        while True:
+            timeout_s = HEARTBEAT_S if not pending else max(0.0, last_flush + interval_s - time.monotonic())
+            try:
+                pending.append(await asyncio.wait_for(pump.queue.get(), timeout_s))
+                while not pump.queue.empty():
+                    pending.append(pump.queue.get_nowait())
+            except TimeoutError:
+                if not pending:
+                    yield ": heartbeat\n\n"
+                    continue
+            urgent = any(event.type != events.AGENT_OUTPUT_CHUNK for event in pending)
+            if urgent or time.monotonic() - last_flush >= interval_s:
+                yield _message(pending)
+                pending, last_flush = [], time.monotonic()
+    finally:
+        pump.stop()
+
+
+def _start_seq(after: int, last_event_id: str | None) -> int:
+    """Where to resume: the later of ``?after=`` and the browser's Last-Event-ID."""
+    try:
+        resumed = int(last_event_id) if last_event_id else 0
+    except ValueError:
+        resumed = 0
+    return max(after, min(max(resumed, 0), INT32_MAX))
+
+
+def redis_follower(redis_url: str) -> Follower:
+    def follower(project_id: str, after: int, idle_s: float) -> Iterator[EventOut]:
+        return follow(redis_url, project_id, after, idle_timeout_s=idle_s)
+
+    return follower
+
+
+@router.get("/projects/{project_id}/events")
+async def project_stream(
+    request: Request,
+    project_id: str,
+    ctx: Ctx,
+    session: ProjectSigned,
+    after: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
+    last_event_id: Annotated[str | None, Header(max_length=20)] = None,
+) -> StreamingResponse:
+    follower: Follower = request.app.state.dashboard.follower or redis_follower(ctx.settings.redis_url)
+    pump = _Pump(follower, project_id, _start_seq(after, last_event_id))
+    return StreamingResponse(event_messages(pump), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+class _ListWatch:
+    """A thread on Redis (every project's channel) that flags a change to one of the viewer's
+    projects; without Redis it flags one every few seconds (the page re-reads its rows)."""
+
+    def __init__(self, redis_url: str, tenant_id: str | None) -> None:
+        self.changed = threading.Event()
+        self._stopped = threading.Event()
+        self._redis_url, self._tenant_id = redis_url, tenant_id
+        self._owners: dict[str, str | None] = {}
+        threading.Thread(target=self._run, name="sse-projects", daemon=True).start()
+
+    def _mine(self, project_id: str) -> bool:
+        if self._tenant_id is None:
+            return True
+        if project_id not in self._owners:
+            with session_scope() as session:
+                self._owners[project_id] = session.scalar(
+                    select(Project.tenant_id).where(Project.id == project_id)
+                )
+        return self._owners[project_id] == self._tenant_id
+
+    def _run(self) -> None:
+        client = redis.Redis.from_url(self._redis_url)
+        while not self._stopped.is_set():
+            try:
+                pubsub = client.pubsub(ignore_subscribe_messages=True)
+                pubsub.psubscribe(events.channel("*"))
+                while not self._stopped.is_set():
+                    message = pubsub.get_message(timeout=1.0)
+                    if message is None:
+                        continue
+                    event = events.decode(message["data"])
+                    if event.type not in CHATTY and self._mine(event.project_id):
+                        self.changed.set()
+            except redis.RedisError:
+                self.changed.set()
+                self._stopped.wait(3.0)
+            except Exception:
+                log.warning("watching projects for the dashboard failed; retrying", exc_info=True)
+                self._stopped.wait(1.0)
+        with contextlib.suppress(redis.RedisError):
+            client.close()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+async def list_messages(watch: _ListWatch) -> AsyncIterator[str]:
+    quiet_s = 0.0
+    try:
+        yield "retry: 1000\n\n"
+        while True:
+            await asyncio.sleep(1.0 / LIST_CHANGES_PER_S)
+            if watch.changed.is_set():
+                watch.changed.clear()
+                quiet_s = 0.0
+                yield f"event: changed\ndata: {json.dumps(time.time())}\n\n"
+            else:
+                quiet_s += 1.0 / LIST_CHANGES_PER_S
+                if quiet_s >= HEARTBEAT_S:
+                    quiet_s = 0.0
+                    yield ": heartbeat\n\n"
+    finally:
+        watch.stop()
+
+
+@router.get("/projects-stream")
+async def projects_stream(ctx: Ctx, session: Signed) -> StreamingResponse:
+    watch = _ListWatch(ctx.settings.redis_url, session.principal.tenant_id)
+    return StreamingResponse(list_messages(watch), media_type="text/event-stream", headers=SSE_HEADERS)
