@@ -4,10 +4,12 @@ Codex speaks) puts on the wire: a JSON Response, or the server-sent events that 
 The same script serves both APIs: a text block becomes a ``message`` output item with one
 ``output_text`` part, a tool_use block a ``function_call`` item whose ``arguments`` are the
 block's input as a JSON string (Codex's shell tool is the function ``exec_command`` with
-``{"cmd": "..."}``). As in ``sse.py`` the stream is built from the finished Response, so the two
-forms of one step cannot disagree: ``response.created`` and ``response.in_progress``, then per
-item ``response.output_item.added``, its deltas (``response.output_text.delta`` a few words each,
-``response.function_call_arguments.delta`` cut mid-token) and ``…done`` events, and
+``{"cmd": "..."}``), and a tool_use block whose input is a string a ``custom_tool_call`` (a
+freeform tool: Codex's ``apply_patch`` takes the patch text). As in ``sse.py`` the stream is
+built from the finished Response, so the two forms of one step cannot disagree:
+``response.created`` and ``response.in_progress``, then per item ``response.output_item.added``,
+its deltas (``response.output_text.delta`` a few words each, ``…function_call_arguments.delta``
+cut mid-token, ``…custom_tool_call_input.delta``) and ``…done`` events, and
 ``response.completed`` with the usage.
 
 Usage is translated, not copied: the Responses API counts cached tokens inside
@@ -67,6 +69,12 @@ def build_response(step: MessageStep, request: JSONObject) -> JSONObject:
                 "content": [part],
             })  # fmt: skip
             output_text.append(block.text)
+        elif isinstance(block.input, str):
+            output.append({
+                "id": new_id("ctc"), "type": "custom_tool_call", "status": "completed",
+                "call_id": block.id or new_id("call"), "name": block.name, "input": block.input,
+            })  # fmt: skip
+            output_text.append(block.input)
         else:
             arguments = json.dumps(block.input)
             output.append({
@@ -140,6 +148,13 @@ def _item_events(index: int, item: JSONObject, words: int, chars: int) -> list[t
             ("response.content_part.done", {**part_at, "part": item["content"][0]}),
         ]
         started = {**item, "status": "in_progress", "content": []}
+    elif item["type"] == "custom_tool_call":
+        body = [
+            ("response.custom_tool_call_input.delta", {**where, "delta": piece})
+            for piece in text_chunks(item["input"], words)
+        ]
+        body.append(("response.custom_tool_call_input.done", {**where, "input": item["input"]}))
+        started = {**item, "status": "in_progress", "input": ""}
     else:
         arguments = json.loads(item["arguments"])
         body = [

@@ -82,7 +82,10 @@ class ToolUseBlock(_Strict):
 
     type: Literal["tool_use"]
     name: str = Field(min_length=1)
-    input: dict[str, Any] = Field(default_factory=dict)
+    input: dict[str, Any] | str = Field(default_factory=dict)
+    """The tool's arguments. A string is a freeform tool's input (a Responses API
+    ``custom_tool_call``, e.g. Codex's ``apply_patch``); the Messages API sends it as
+    ``{"input": "<the string>"}``."""
     id: str | None = None
     """Fixed tool_use id; by default a fresh ``toolu_…`` id per answer."""
 

@@ -74,8 +74,9 @@ def build_message(step: MessageStep, request: JSONObject) -> JSONObject:
             output_chars.append(block.text)
         else:
             tool_id = block.id or new_id("toolu")
-            content.append({"type": "tool_use", "id": tool_id, "name": block.name, "input": block.input})
-            output_chars.append(json.dumps(block.input))
+            tool_input = {"input": block.input} if isinstance(block.input, str) else block.input
+            content.append({"type": "tool_use", "id": tool_id, "name": block.name, "input": tool_input})
+            output_chars.append(json.dumps(tool_input))
     usage = step.usage
     return {
         "id": new_id("msg"),
