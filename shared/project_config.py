@@ -357,6 +357,10 @@ class ProjectConfig(_Strict):
             return "api"
         return self.category(category).harness or self.harness
 
+    def harnesses_in_use(self) -> set[str]:
+        """The harnesses this project's agents may run under (every category it could use)."""
+        return {self.harness_for(name) for name in {*DEFAULT_CATEGORIES, *self.categories}}
+
     def harness_config_for(self, category: str) -> HarnessConfig:
         """``[harnesses.NAME]`` of the category's harness with its model and max_turns filled in."""
         table = self.harnesses.get(self.harness_for(category), HarnessConfig())

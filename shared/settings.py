@@ -53,6 +53,16 @@ class Settings(BaseSettings):
         default=True,
         description="Whether projects may set [sandbox] network = true (turn off for untrusted tenants).",
     )
+    harness_cache: Path = Field(
+        default=Path("/var/cache/constellation/harnesses"),
+        description="Where scripts/install-harnesses.sh puts the pinned agent CLIs (one NAME-VERSION "
+        "directory each); a worker mounts them read-only into its containers.",
+    )
+    worker_harnesses: list[str] = Field(
+        default_factory=list,
+        description='Harnesses a worker must be able to run (a JSON list, e.g. ["claude-code"]; '
+        "`raas worker --harnesses` wins): it refuses to start if one's binary is missing.",
+    )
     warm_pool_size: int = Field(
         default=0, ge=0, description="Pre-started sandboxes per worker process (0: start one per iteration)."
     )
@@ -114,6 +124,15 @@ class Settings(BaseSettings):
         default=30.0,
         description="A running iteration whose heartbeat is older than this has lost its worker.",
     )
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="Fernet key (`python -c 'from cryptography.fernet import Fernet; "
+        "print(Fernet.generate_key().decode())'`) the coordinator encrypts tenants' git credentials "
+        "with; unset (and no RAAS_SECRET_KEY_FILE): `raas credentials set` is refused.",
+    )
+    secret_key_file: Path | None = Field(
+        default=None, description="A file holding that key instead (e.g. a mounted Kubernetes secret)."
+    )
     # Read the way the SDK reads them: no RAAS_ prefix.
     anthropic_api_key: SecretStr | None = Field(
         default=None,
@@ -125,8 +144,26 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
         description="Base URL of the Messages API (the scripted model server in tests).",
     )
+    openai_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("OPENAI_API_KEY"),
+        description="OpenAI API key the LLM gateway sends upstream for Codex's Responses API calls; "
+        "it stays in the worker, like the Anthropic key.",
+    )
+    openai_base_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("OPENAI_BASE_URL"),
+        description="Base URL of the Responses API, /v1 included, as the OpenAI SDK reads it (the "
+        "scripted model server's URL + /v1 in tests); unset: OpenAI's.",
+    )
+    gateway_dir: Path | None = Field(
+        default=None,
+        description="Where a worker makes each iteration's LLM gateway socket directory (bind-mounted "
+        "into its container; a worker in a container needs a path the Docker host shares). Unset: a "
+        "new directory under the system's temporary directory.",
+    )
 
-    @field_validator("anthropic_base_url", mode="before")
+    @field_validator("anthropic_base_url", "openai_base_url", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # compose passes ANTHROPIC_BASE_URL= through; the SDK would take "" for an address.

@@ -16,6 +16,7 @@ A warm shutdown (SIGTERM) lets the running iterations finish.
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 from typing import Any
@@ -25,13 +26,16 @@ from celery.signals import worker_ready, worker_shutdown
 from shared.celery_app import ITERATIONS_QUEUE, run_worker_main
 from shared.db import size_pools
 from shared.errors import InvalidInput
+from shared.harnesses import HARNESS_NAMES, check_binaries, installed
 from shared.settings import Settings, get_settings
 from workers.sandbox.sweeper import sweep_forever
 
+log = logging.getLogger(__name__)
 POOLS = ("threads", "prefork")
 DEFAULT_POOL = "threads"
 
 _stop_sweeping = threading.Event()
+_runnable: list[str] = ["api"]  # what check_harnesses found, for the worker_ready log line
 
 
 @worker_ready.connect
@@ -39,6 +43,12 @@ def _start_sweeper(**_kwargs: Any) -> None:
     threading.Thread(
         target=sweep_forever, args=(_stop_sweeping,), name="sandbox-sweeper", daemon=True
     ).start()
+
+
+@worker_ready.connect
+def _say_harnesses(**_kwargs: Any) -> None:
+    # Celery's logging is set up by now; the check itself ran before it started.
+    log.info("harnesses this worker can run: %s", ", ".join(_runnable))
 
 
 @worker_shutdown.connect
@@ -72,14 +82,40 @@ def check_options(pool: str, concurrency: int, settings: Settings) -> None:
             raise InvalidInput(msg)
 
 
-def run_worker(concurrency: int, name: str | None = None, pool: str = DEFAULT_POOL) -> None:
-    """Run the worker until it is stopped; exit with its exit code.
+def check_harnesses(required: list[str], settings: Settings) -> list[str]:
+    """The agent CLIs this worker can run (their pinned binaries are in RAAS_HARNESS_CACHE),
+    logged; a worker asked to run one it cannot refuses to start.
 
     Raises:
-        InvalidInput: see :func:`check_options`.
+        InvalidInput: an unknown harness in ``required``, or one's binary missing or of the
+            wrong version (one line naming the setup command).
+    """
+    for harness in required:
+        if harness not in HARNESS_NAMES:
+            msg = f"--harnesses: unknown harness {harness!r}; choices: {', '.join(HARNESS_NAMES)}"
+            raise InvalidInput(msg)
+    check_binaries(required, settings.harness_cache)
+    problems = installed(settings.harness_cache)
+    for harness, problem in problems.items():
+        if problem is not None:
+            log.warning("this worker cannot run the %s harness: %s", harness, problem)
+    _runnable[:] = ["api", *(h for h, problem in problems.items() if problem is None)]
+    return list(_runnable)
+
+
+def run_worker(
+    concurrency: int, name: str | None = None, pool: str = DEFAULT_POOL, harnesses: list[str] | None = None
+) -> None:
+    """Run the worker until it is stopped; exit with its exit code.
+
+    ``harnesses`` (default RAAS_WORKER_HARNESSES) are the agent CLIs it must be able to run.
+
+    Raises:
+        InvalidInput: see :func:`check_options` and :func:`check_harnesses`.
     """
     settings = get_settings()
     check_options(pool, concurrency, settings)
+    check_harnesses(settings.worker_harnesses if harnesses is None else harnesses, settings)
     if pool == "threads":
         size_pools(concurrency)
     import workers.tasks  # noqa: F401  (registers run_iteration)

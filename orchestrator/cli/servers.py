@@ -68,11 +68,19 @@ def worker(
             help="threads: the iterations as threads of one process; prefork: a process per iteration."
         ),
     ] = "threads",
+    harnesses: Annotated[
+        str | None,
+        typer.Option(
+            help="Agent CLIs it must be able to run, comma-separated (e.g. claude-code,codex); it refuses "
+            "to start if one's pinned binary is missing (default RAAS_WORKER_HARNESSES)."
+        ),
+    ] = None,
 ) -> None:
     """Run a worker on the iterations queue."""
     from workers.main import run_worker
 
-    run_worker(concurrency, name, pool)
+    required = None if harnesses is None else [h.strip() for h in harnesses.split(",") if h.strip()]
+    run_worker(concurrency, name, pool, required)
 
 
 @app.command("scripted-model", rich_help_panel=SERVICES)

@@ -1,7 +1,8 @@
 """``raas run DIR``: check everything, run the project in the embedded engine, say how it ended.
 
-Every check (the project directory, the Claude key, git, a sandbox, the data directory) comes
-before anything is written, so bad input leaves no database, workspace or project behind.
+Every check (the project directory, its harnesses' binaries, the Claude key, git, a sandbox, the
+data directory) comes before anything is written, so bad input leaves no database, workspace or
+project behind.
 
 It returns how the project ended, which ``raas run`` turns into its exit code
 (``orchestrator.cli.exit_codes``); Ctrl-C (or SIGTERM) stops the project, says how it ended,
@@ -29,6 +30,7 @@ from orchestrator.scheduling import submission, workspace
 from shared.archive import pack_directory
 from shared.db import session_scope
 from shared.errors import InvalidInput
+from shared.harnesses import check_binaries
 from shared.models import PauseReason, Project, ProjectStatus
 from shared.project_config import ProjectConfig
 from shared.settings import Settings
@@ -78,6 +80,7 @@ def check(directory: Path, sandbox: str | None, tmp: Path) -> CheckedRun:
         msg = f"{directory} is not a directory; pass a project directory (`raas init DIR` makes one)"
         raise InvalidInput(msg)
     _, config = submission.read_project_files(directory)
+    check_binaries(config.harnesses_in_use(), settings.harness_cache)
     archive = tmp / "project.tar.gz"
     archive.write_bytes(pack_directory(directory))
     workspace.unpack_upload(archive, tmp / "check")  # what create_project will refuse, refused now
