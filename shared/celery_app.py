@@ -18,6 +18,7 @@ from shared.settings import Settings, get_settings
 
 RUN_ITERATION = "raas.run_iteration"
 ADVANCE_PROJECT = "raas.advance_project"
+DELIVER = "raas.deliver"  # a delivery (orchestrator.delivery), run by the coordinator
 
 COORDINATOR_QUEUE = "coordinator"
 ITERATIONS_QUEUE = "iterations"
@@ -82,6 +83,7 @@ def make_celery(settings: Settings | None = None) -> Celery:
         task_routes={
             RUN_ITERATION: {"queue": ITERATIONS_QUEUE},
             ADVANCE_PROJECT: {"queue": COORDINATOR_QUEUE},
+            DELIVER: {"queue": COORDINATOR_QUEUE},
         },
         task_time_limit=ITERATION_TIME_LIMIT_S,
         broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_S},

@@ -32,6 +32,7 @@ import uvicorn
 from pydantic import SecretStr
 from sqlalchemy.engine import make_url
 
+from orchestrator import delivery
 from orchestrator.api import create_app
 from orchestrator.queries import projects
 from orchestrator.scheduling import advance, lifecycle, submission
@@ -80,6 +81,8 @@ class ThreadDispatcher:
         self._pending = 0
         self._lock = threading.Lock()
         self._wake = wake
+        # Runs a delivery; set by the engine (it holds the settings and the bus).
+        self.on_delivery: Callable[[str], None] | None = None
 
     def enqueue_iteration(self, project_id: str, iteration_id: str) -> None:
         if project_id != self.project_id:
@@ -88,6 +91,13 @@ class ThreadDispatcher:
         with self._lock:
             self._pending += 1
         self._queue.put((project_id, iteration_id))
+
+    def enqueue_delivery(self, delivery_id: str) -> None:
+        """A delivery runs in a thread of its own: it talks to the remote, not to a sandbox."""
+        if self.on_delivery is not None:
+            threading.Thread(
+                target=self.on_delivery, args=(delivery_id,), name="delivery", daemon=True
+            ).start()
 
     def take(self) -> tuple[str, str] | None:
         """The next iteration to run; None tells a worker thread to end."""
@@ -137,6 +147,9 @@ class EmbeddedEngine:
         self.workers = workers
         # The API answers on loopback only, but other users of this machine can reach it.
         self.settings = settings.model_copy(update={"api_token": SecretStr(secrets.token_urlsafe(24))})
+        self.dispatcher.on_delivery = lambda delivery_id: delivery.deliver(
+            delivery_id, self.settings, self.bus
+        )
         self._server: uvicorn.Server | None = None
         self._threads: list[threading.Thread] = []
         self._stop_reconciling = threading.Event()

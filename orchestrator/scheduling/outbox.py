@@ -1,4 +1,4 @@
-"""What a coordinator transaction sends out once it has committed: events and iterations.
+"""What a coordinator transaction sends out once it has committed: events, iterations, deliveries.
 
 Publishing or enqueueing before the commit would let a follower or a worker look for a row
 that is not there yet (or never will be, if the transaction rolls back).
@@ -17,7 +17,7 @@ from orchestrator.scheduling.dispatch import Dispatcher
 from shared import events
 from shared.db import session_scope
 from shared.events import EventBus, EventData
-from shared.models import Iteration, IterationStatus, new_id, utcnow
+from shared.models import Delivery, Iteration, IterationStatus, new_id, utcnow
 from shared.schemas import EventOut
 
 
@@ -26,6 +26,7 @@ class Outbox:
     session: Session
     events: list[EventOut] = field(default_factory=list)
     iterations: list[tuple[str, str]] = field(default_factory=list)
+    deliveries: list[str] = field(default_factory=list)
     # Iterations added by this transaction (see ``new_iteration``).
     scheduled: list[Iteration] = field(default_factory=list)
     # Set by a caller that pumps once at its end, so scheduling inside it does not pump again.
@@ -57,6 +58,11 @@ class Outbox:
         iteration.enqueued_at = utcnow()
         self.iterations.append((project_id, iteration.id))
 
+    def deliver(self, delivery: Delivery) -> None:
+        """Send the delivery to the coordinator queue once its row is committed."""
+        delivery.enqueued_at = utcnow()
+        self.deliveries.append(delivery.id)
+
 
 @contextmanager
 def transaction(dispatcher: Dispatcher, bus: EventBus) -> Iterator[Outbox]:
@@ -71,3 +77,5 @@ def transaction(dispatcher: Dispatcher, bus: EventBus) -> Iterator[Outbox]:
         bus.publish(event)
     for project_id, iteration_id in outbox.iterations:
         dispatcher.enqueue_iteration(project_id, iteration_id)
+    for delivery_id in outbox.deliveries:
+        dispatcher.enqueue_delivery(delivery_id)

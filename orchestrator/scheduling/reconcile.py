@@ -27,6 +27,8 @@ from orchestrator.scheduling.worker_watch import ConsumerProbe, WorkerWatch
 from shared.events import EventBus
 from shared.iterations import fail_iteration
 from shared.models import (
+    Delivery,
+    DeliveryStatus,
     ErrorKind,
     Iteration,
     IterationStatus,
@@ -54,6 +56,7 @@ class ReconcileReport:
     pumped: list[str] = field(default_factory=list)  # projects whose waiting iterations were sent
     no_workers: list[str] = field(default_factory=list)  # projects told that no worker is there
     workers_back: list[str] = field(default_factory=list)  # projects told that one is back
+    redelivered: list[str] = field(default_factory=list)  # deliveries sent again
 
 
 def _not_resent_since(iteration: Iteration, cutoff: datetime) -> bool:
@@ -93,6 +96,7 @@ class Reconciler:
         report = ReconcileReport()
         self._revive_or_fail(now, report)
         self._resend_queued(now, report)
+        self._resend_deliveries(now, report)
         self._stop_leftovers(now, report)
         self._half_open(report)
         self._pump_waiting(report)
@@ -143,6 +147,19 @@ class Reconciler:
             ):
                 out.enqueue(iteration.project_id, iteration)
                 report.requeued.append(iteration.id)
+
+    def _resend_deliveries(self, now: datetime, report: ReconcileReport) -> None:
+        """A pending delivery whose message was lost (a coordinator killed mid-delivery, a broker
+        restart) is sent again; one still running ignores the extra message (its lease)."""
+        cutoff = now - timedelta(seconds=self.settings.requeue_after_s)
+        with transaction(self.dispatcher, self.bus) as out:
+            for delivery in out.session.scalars(
+                select(Delivery)
+                .where(Delivery.status == DeliveryStatus.PENDING, Delivery.enqueued_at < cutoff)
+                .with_for_update(skip_locked=True)
+            ):
+                out.deliver(delivery)
+                report.redelivered.append(delivery.id)
 
     def _stop_leftovers(self, now: datetime, report: ReconcileReport) -> None:
         cutoff = now - timedelta(seconds=STOP_GRACE_S)
@@ -222,6 +239,7 @@ class Reconciler:
                         report.pumped,
                         report.no_workers,
                         report.workers_back,
+                        report.redelivered,
                     )
                 ):
                     log.info("reconcile: %s", report)

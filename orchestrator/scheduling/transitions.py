@@ -6,6 +6,7 @@ raised budget, the breaker's half-open trial); ``status_reason`` holds the words
 
 from __future__ import annotations
 
+from orchestrator.scheduling.deliveries import deliver_project
 from orchestrator.scheduling.outbox import Outbox
 from shared.event_payloads import (
     BudgetExceeded,
@@ -32,6 +33,7 @@ def end(out: Outbox, project: Project, ending: ProjectCompleted | ProjectFailed 
     project.pause_reason = None
     project.finished_at = utcnow()
     out.event(project.id, ending)
+    deliver_project(out, project)
 
 
 def pause(out: Outbox, project: Project, reason: PauseReason, message: str) -> None:
@@ -39,6 +41,7 @@ def pause(out: Outbox, project: Project, reason: PauseReason, message: str) -> N
     project.pause_reason = reason
     project.status_reason = message
     out.event(project.id, ProjectPaused(reason=reason, message=message))
+    deliver_project(out, project)
 
 
 def pause_for_breaker(out: Outbox, project: Project, trip: Trip) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from orchestrator.scheduling.admission import schedule
+from orchestrator.scheduling.deliveries import deliver_task
 from orchestrator.scheduling.outbox import Outbox
 from orchestrator.scheduling.transitions import end
 from shared import dag
@@ -153,6 +154,7 @@ def start_validation(out: Outbox, project: Project, config: ProjectConfig, task:
 
 def complete_task(out: Outbox, project: Project, config: ProjectConfig, task: Task) -> None:
     task.status = TaskStatus.COMPLETED
+    deliver_task(out, project, task)
     for agent in out.session.scalars(select(Agent).where(Agent.task_id == task.id)):
         if agent.status != AgentStatus.ERROR:
             agent.status = AgentStatus.COMPLETED

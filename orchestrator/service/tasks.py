@@ -1,12 +1,13 @@
-"""The coordinator's Celery task: an iteration reports back and the project advances."""
+"""The coordinator's Celery tasks: an iteration reports back and the project advances; a delivery runs."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
+from orchestrator import delivery
 from orchestrator.scheduling import advance
 from orchestrator.scheduling.dispatch import CeleryDispatcher
-from shared.celery_app import ADVANCE_PROJECT, app
+from shared.celery_app import ADVANCE_PROJECT, DELIVER, app
 from shared.events import RedisBus
 from shared.settings import get_settings
 
@@ -20,3 +21,9 @@ def _bus() -> RedisBus:
 def advance_project(project_id: str, iteration_id: str) -> None:
     """Idempotent: a report delivered twice advances the project once."""
     advance.advance(project_id, iteration_id, CeleryDispatcher(app), _bus())
+
+
+@app.task(name=DELIVER)
+def deliver(delivery_id: str) -> None:
+    """Idempotent: a delivery redelivered, resent or retried repeats none of its finished steps."""
+    delivery.deliver(delivery_id, get_settings(), _bus())

@@ -153,6 +153,9 @@ class _Recorder:
     def enqueue_iteration(self, project_id: str, iteration_id: str) -> None:
         self.enqueued.append((project_id, iteration_id))
 
+    def enqueue_delivery(self, delivery_id: str) -> None:
+        self.enqueued.append(("delivery", delivery_id))
+
 
 @dataclass
 class History:

@@ -65,9 +65,13 @@ class RecordingDispatcher:
     """Stands in for Celery: it remembers what the coordinator sent, in order."""
 
     sent: list[str] = field(default_factory=list)
+    deliveries: list[str] = field(default_factory=list)
 
     def enqueue_iteration(self, project_id: str, iteration_id: str) -> None:
         self.sent.append(iteration_id)
+
+    def enqueue_delivery(self, delivery_id: str) -> None:
+        self.deliveries.append(delivery_id)
 
 
 @dataclass

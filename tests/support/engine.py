@@ -38,9 +38,13 @@ class RecordingDispatcher:
     """Stands in for Celery between coordinator and worker: it only remembers."""
 
     enqueued: list[tuple[str, str]] = field(default_factory=list)
+    deliveries: list[str] = field(default_factory=list)
 
     def enqueue_iteration(self, project_id: str, iteration_id: str) -> None:
         self.enqueued.append((project_id, iteration_id))
+
+    def enqueue_delivery(self, delivery_id: str) -> None:
+        self.deliveries.append(delivery_id)
 
     def pending(self, project_id: str) -> bool:
         return any(pid == project_id for pid, _ in self.enqueued)

@@ -1,0 +1,123 @@
+"""The one small interface a forge implements to carry a project's pull request.
+
+Every call is one REST request (a rate-limited one is retried after the time the forge asks
+for, a few times); a forge's refusal is a :class:`ForgeError` carrying the forge's own message,
+which the delivery reports in ``delivery_failed``. Nothing here ever puts the token in a message.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+RATE_LIMIT_RETRIES = 3
+MAX_WAIT_S = 30.0
+TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    url: str
+    draft: bool
+
+
+class ForgeError(Exception):
+    """The forge refused a request: its status and its own message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class Forge(Protocol):
+    """A pull request's lifecycle as Constellation uses it; ``head`` is the project's branch."""
+
+    def find_pull_request(self, head: str, base: str | None) -> PullRequest | None:
+        """The open pull request from ``head``, if there is one (looked up before opening one)."""
+        ...
+
+    def open_pull_request(
+        self, head: str, base: str, title: str, body: str, *, draft: bool
+    ) -> PullRequest: ...
+
+    def update_pull_request(self, pull_request: PullRequest, title: str, body: str) -> None: ...
+
+    def comment_bodies(self, pull_request: PullRequest) -> list[str]: ...
+
+    def comment(self, pull_request: PullRequest, body: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _wait_s(response: httpx.Response) -> float | None:
+    """How long a rate-limited answer asks us to wait; None when it is not one."""
+    limited = response.status_code == 429 or (
+        response.status_code == 403 and response.headers.get("x-ratelimit-remaining") == "0"
+    )
+    if not limited:
+        return None
+    retry_after = response.headers.get("retry-after")
+    if retry_after is not None:
+        try:
+            return min(float(retry_after), MAX_WAIT_S)
+        except ValueError:
+            return MAX_WAIT_S
+    reset = response.headers.get("x-ratelimit-reset") or response.headers.get("ratelimit-reset")
+    if reset is not None:
+        try:
+            return min(max(float(reset) - time.time(), 0.0), MAX_WAIT_S)
+        except ValueError:
+            return MAX_WAIT_S
+    return 1.0
+
+
+def forge_message(response: httpx.Response) -> str:
+    """The forge's own words for a refusal: GitHub's message and errors, GitLab's message or error."""
+    try:
+        data: Any = response.json()
+    except ValueError:
+        return response.text.strip()[:300] or response.reason_phrase
+    if not isinstance(data, dict):
+        return str(data)[:300]
+    message = data.get("message") or data.get("error") or response.reason_phrase
+    if isinstance(message, (list, dict)):
+        message = str(message)
+    details = [
+        str(e.get("message") or e.get("code") or e) if isinstance(e, dict) else str(e)
+        for e in data.get("errors") or []
+    ]
+    return "; ".join([str(message), *details])[:500]
+
+
+class RestClient:
+    """httpx with the forge's auth headers, rate-limit waits, and refusals as ForgeError."""
+
+    def __init__(
+        self, base_url: str, headers: dict[str, str], transport: httpx.BaseTransport | None = None
+    ) -> None:
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"), headers=headers, timeout=TIMEOUT_S, transport=transport
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        for attempt in range(RATE_LIMIT_RETRIES + 1):
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except httpx.HTTPError as exc:
+                raise ForgeError(0, f"{type(exc).__name__}: the forge did not answer") from exc
+            wait = _wait_s(response)
+            if wait is not None and attempt < RATE_LIMIT_RETRIES:
+                time.sleep(wait)
+                continue
+            if response.status_code >= 400:
+                raise ForgeError(response.status_code, forge_message(response))
+            return response.json() if response.content else None
+        raise AssertionError  # the loop returns or raises
