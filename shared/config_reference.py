@@ -15,6 +15,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from shared.categories import CategoryConfig, Role
+from shared.harnesses import HARNESSES, HarnessConfig
 from shared.project_config import ProjectConfig
 from shared.settings import Settings
 
@@ -71,6 +72,15 @@ def _category_keys() -> str:
 _CATEGORY_KEYS = _category_keys()
 
 
+def _harness_keys() -> str:
+    names = ", ".join(f"`{name}`" for name in HARNESSES)
+    keys = ", ".join(f"`{name}`" for name in HarnessConfig.model_fields)
+    described = "; ".join(
+        f"`{name}`: {_describe(field)}" for name, field in HarnessConfig.model_fields.items()
+    )
+    return f"`[harnesses.NAME]` tables (NAME one of {names}) have {keys} ({described})"
+
+
 def environment_table() -> str:
     rows = [
         f"| `{_env_name(name, field)}` | {_default(field)} | {_describe(field)} |"
@@ -95,7 +105,8 @@ def reference() -> str:
             "",
             "Tables are written `[name]`; `[[tasks]]` entries have `id`, `title`, `description`, "
             "`category`, `depends_on` and `kind` (`work`, or `group`: no agent works it, it completes "
-            f"when its dependencies have); {_CATEGORY_KEYS}; `[pricing.MODEL]` is a keyed table.",
+            f"when its dependencies have); {_CATEGORY_KEYS}; {_harness_keys()}; `[pricing.MODEL]` is a "
+            "keyed table.",
             "",
             raas_toml_table(),
             END,
