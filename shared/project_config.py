@@ -234,7 +234,8 @@ class ProjectConfig(_Strict):
         "harness wins.",
     )
     harnesses: dict[str, HarnessConfig] = Field(
-        default_factory=dict, description="[harnesses.NAME]: what is tuned of each agent CLI."
+        default_factory=dict,
+        description="[harnesses.NAME]: what is tuned of each agent CLI (NAME: claude-code, codex, opencode).",
     )
     max_iterations: int = Field(
         default=10, ge=1, description="The project fails if no iteration completes the task by then."

@@ -26,7 +26,7 @@ from shared.project_config import ProjectConfig
 WIDTH = 96
 EXAMPLE_MODEL = "claude-sonnet-4-6"
 # The example key shown for a table of tables; others get NAME.
-DICT_EXAMPLE_KEYS = {"pricing": f'"{EXAMPLE_MODEL}"', "categories": "builder"}
+DICT_EXAMPLE_KEYS = {"pricing": f'"{EXAMPLE_MODEL}"', "categories": "builder", "harnesses": "claude-code"}
 
 PROMPT_TEMPLATE = """\
 <!--

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -78,3 +79,19 @@ def test_init_refuses_a_non_empty_directory_and_writes_nothing(tmp_path: Path) -
 def test_init_accepts_an_empty_directory(tmp_path: Path) -> None:
     written = init_project(tmp_path)
     assert sorted(p.name for p in written) == ["PROMPT.md", "raas.toml"]
+
+
+def test_the_harness_choice_and_its_table_are_documented_and_valid_uncommented() -> None:
+    text = config_template("demo")
+    start = text.index("\n# [harnesses.claude-code]\n")
+    end = re.compile(r"\n# \[[a-z_.-]+\]\n").search(text, start + 1)
+    block = text[start : end.start() if end else None].splitlines()
+    header, example = re.compile(r"# \[[a-z_.-]+\]"), re.compile(r"# [a-z_]+ = \[")
+    table = [line.removeprefix("# ") for line in block if header.fullmatch(line) or example.match(line)]
+
+    config = parse_project_config('harness = "claude-code"\n' + "\n".join(table) + "\n")
+
+    assert '\n# harness = "api"\n' in text
+    assert table == ["[harnesses.claude-code]", "args = []"]
+    assert config.harness_for("builder") == "claude-code"
+    assert config.harnesses["claude-code"].args == []
