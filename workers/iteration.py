@@ -25,6 +25,7 @@ from shared.scud import write_back
 from shared.settings import Settings
 from workers import records
 from workers.agent.session import AgentSession, Emit, SessionFailure, SessionResult
+from workers.gateway.server import Gateway
 from workers.harness.session import HarnessSession, LlmLease, OpenLease
 from workers.llm import client as llm
 from workers.llm.ratelimit import RateLimiter
@@ -147,6 +148,8 @@ class IterationRunner:
         self.pool = pool
         # A harness iteration's LLM gateway lease (None: the worker's gateway).
         self.open_lease = open_lease
+        self._gateway: Gateway | None = None  # made by the first harness iteration
+        self._gateway_lock = threading.Lock()
 
     def _emitter(self, claim: Claim) -> Emit:
         def emit(payload: EventData) -> None:
@@ -285,8 +288,19 @@ class IterationRunner:
         ).run()
 
     def _gateway_lease(self, claim: Claim, emit: Emit, harness: str) -> LlmLease:
-        msg = "this worker has no LLM gateway yet"
-        raise SessionFailure(ErrorKind.INTERNAL, msg)
+        """A lease on the process's one gateway (one event loop for every iteration's socket)."""
+        with self._gateway_lock:
+            if self._gateway is None:
+                self._gateway = Gateway(self.settings, limiter=self.limiter, publish=self.bus.publish)
+            gateway = self._gateway
+        return gateway.open(claim, emit, harness=harness)
+
+    def close(self) -> None:
+        """Stop what the runner started for itself (the gateway); the worker calls it at shutdown."""
+        with self._gateway_lock:
+            if self._gateway is not None:
+                self._gateway.close()
+                self._gateway = None
 
     def _sandbox(self, claim: Claim, workdir: Path, mounts: SandboxMounts | None = None) -> Sandbox:
         labels = sandbox_labels(claim, self.worker_name, cluster_id(self.settings.database_url))

@@ -75,6 +75,8 @@ def _close_pools(**_kwargs: Any) -> None:
     while _POOLS:
         _POOLS.pop().close()
     with _making_runner:
+        for runner in _RUNNERS.values():
+            runner.close()
         _RUNNERS.clear()
     close_shared_clients()
 

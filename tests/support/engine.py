@@ -119,7 +119,11 @@ class Engine:
         """Run the project's next enqueued iteration in-process, then let the coordinator advance."""
         iteration_id = self.dispatcher.take(project_id)
         assert iteration_id is not None, "nothing enqueued for this project"
-        claim = self.runner(worker).run(iteration_id)
+        runner = self.runner(worker)
+        try:
+            claim = runner.run(iteration_id)
+        finally:
+            runner.close()  # its LLM gateway, if a harness iteration made one
         advance.advance(project_id, iteration_id, self.dispatcher, self.bus)
         return claim
 

@@ -30,6 +30,7 @@ def _parse(path: Path) -> tuple[list[EventData], RunEnd | None]:
 class Seen:
     budget_exhausted: bool = False
     auth_failed: bool = False
+    project_stopped: bool = False
     last_error: str | None = None
 
 

@@ -44,6 +44,9 @@ class GatewayVerdict(Protocol):
     def auth_failed(self) -> bool: ...
 
     @property
+    def project_stopped(self) -> bool: ...
+
+    @property
     def last_error(self) -> str | None: ...
 
 
@@ -82,6 +85,8 @@ def judge(
         detail = gateway.last_error or (end.error if end else None) or "authentication failed"
         msg = f"the API key was rejected: {detail}"
         raise SessionFailure(ErrorKind.API_KEY, msg)
+    if gateway.project_stopped:
+        return SessionResult(completed=False, summary=_summary(end.text) if end else None)  # paused
     if finished.timed_out:
         msg = f"{name} ran past the iteration's {finished.timeout_s:.0f} s limit and was killed"
         raise SessionFailure(ErrorKind.INTERNAL, msg)
