@@ -16,7 +16,7 @@ from decimal import Decimal
 from orchestrator.delivery.receipt import TaskReceipt
 from shared.usage import Usage
 
-_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 MAX_SUMMARY_CHARS = 1500
 MAX_TITLE_CHARS = 120
@@ -25,9 +25,9 @@ MAX_TITLE_CHARS = 120
 def escape(text: str) -> str:
     """Untrusted text as literal Markdown: HTML entities for ``& < >`` and ``@``, backslashes for
     Markdown punctuation, control characters dropped."""
-    text = _CONTROL.sub("", text)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("@", "&#64;")
-    return _SPECIAL.sub(r"\\\1", text)
+    text = _SPECIAL.sub(r"\\\1", _CONTROL.sub("", text))
+    # After the backslashes: an entity's own '#' must stay as it is.
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("@", "&#64;")
 
 
 def _cell(text: str) -> str:
