@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import socket
 import subprocess
 import sys
 import time
@@ -15,8 +16,10 @@ from typing import Any
 
 import anthropic
 import httpx
+import httpx2
 import pytest
 
+from shared.errors import InvalidInput
 from workers.scripted_model import LoggedRequest, Script, ScriptedModelServer
 
 pytestmark = pytest.mark.integration
@@ -513,3 +516,245 @@ def test_serve_prints_the_real_port_when_given_port_zero(tmp_path: Path) -> None
         process.wait(timeout=10)
         if process.stdout is not None:
             process.stdout.close()
+
+
+def test_one_server_answers_on_its_unix_socket_and_on_tcp_with_one_cursor(tmp_path: Path) -> None:
+    steps = [{"content": [{"type": "text", "text": f"turn {n}"}]} for n in range(2)]
+    socket_path = tmp_path / "model.sock"
+    with ScriptedModelServer(Script.model_validate({"responses": steps}), unix_path=socket_path) as server:
+        over_socket = anthropic.Anthropic(
+            base_url="http://localhost",
+            api_key="k",
+            max_retries=0,
+            http_client=httpx2.Client(transport=httpx2.HTTPTransport(uds=str(socket_path))),
+        )
+        over_tcp = anthropic.Anthropic(base_url=server.base_url, api_key="k", max_retries=0)
+        with over_socket, over_tcp:
+            first = over_socket.messages.create(**ASK, metadata={"user_id": "p1"})
+            second = over_tcp.messages.create(**ASK, metadata={"user_id": "p1"})
+        assert server.unix_path == socket_path
+        assert socket_path.stat().st_mode & 0o777 == 0o666
+
+    assert [first.content[0], second.content[0]] == [
+        anthropic.types.TextBlock(type="text", text="turn 0", citations=None),
+        anthropic.types.TextBlock(type="text", text="turn 1", citations=None),
+    ]
+    assert not socket_path.exists()
+
+
+def test_a_stale_socket_file_is_replaced_and_another_file_is_refused(tmp_path: Path) -> None:
+    script = Script.model_validate({"responses": [{"content": []}]})
+    stale = tmp_path / "stale.sock"
+    leftover = socket.socket(socket.AF_UNIX)
+    leftover.bind(str(stale))
+    leftover.close()
+    with (
+        ScriptedModelServer(script, unix_path=stale),
+        httpx.Client(transport=httpx.HTTPTransport(uds=str(stale))) as http,
+    ):
+        assert http.get("http://localhost/_scripted/health").json()["status"] == "ok"
+
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine")
+    with pytest.raises(InvalidInput, match="exists and is not a socket"):
+        ScriptedModelServer(script, unix_path=taken).start()
+    assert taken.read_text() == "mine"
+
+
+def test_raas_scripted_model_listens_on_tcp_and_unix_at_once(tmp_path: Path) -> None:
+    script_path = tmp_path / "script.json"
+    script_path.write_text(json.dumps({"responses": [{"content": [{"type": "text", "text": "hi"}]}]}))
+    socket_path = tmp_path / "model.sock"
+    raas = Path(sys.executable).with_name("raas")
+    process = subprocess.Popen(
+        [raas, "scripted-model", "--script", script_path, "--port", "0", "--unix", socket_path],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        lines = [process.stdout.readline(), process.stdout.readline()]
+        assert lines[0].startswith("scripted model listening on http://127.0.0.1:")
+        assert lines[1] == f"scripted model listening on unix:{socket_path}\n"
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(socket_path))) as http:
+            answer = http.post("http://localhost/v1/messages", json=ASK).json()
+        assert answer["content"] == [{"type": "text", "text": "hi"}]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+    assert not socket_path.exists()
+
+
+CLAUDE_USER_ID = json.dumps({"device_id": "d" * 64, "account_uuid": "", "session_id": "cc-session"})
+
+
+@pytest.mark.parametrize(
+    ("headers", "metadata", "session"),
+    [
+        (
+            {"x-raas-session": "project-1", "x-claude-code-session-id": "cc-session"},
+            {"user_id": "p"},
+            "project-1",
+        ),
+        ({"x-claude-code-session-id": "cc-session"}, {"user_id": CLAUDE_USER_ID}, "cc-session"),
+        ({}, {"user_id": CLAUDE_USER_ID}, "cc-session"),
+        ({"session-id": "codex-thread", "thread-id": "codex-thread"}, None, "codex-thread"),
+        ({"x-session-id": "ses_opencode"}, None, "ses_opencode"),
+        ({}, {"user_id": "project-2"}, "project-2"),
+        ({}, {"user_id": "{not json"}, "{not json"),
+        ({}, None, "default"),
+    ],
+)
+def test_the_session_is_the_gateway_header_then_the_harness_own_then_metadata(
+    scripted: Callable[..., Scripted], headers: dict[str, str], metadata: dict[str, str] | None, session: str
+) -> None:
+    server, _ = scripted({"responses": [{"content": []}]})
+    body = {**ASK, **({"metadata": metadata} if metadata else {})}
+
+    assert httpx.post(f"{server.base_url}/v1/messages", json=body, headers=headers).status_code == 200
+
+    assert [(entry.session, entry.turn) for entry in server.requests()] == [(session, 0)]
+
+
+def opencode_title_request() -> dict[str, Any]:
+    # The shape OpenCode 1.18.33 sends its small model before the first turn.
+    system = "You are a title generator. You output ONLY a thread title. Nothing else.\n\n<task>..."
+    return {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 32000,
+        "system": [{"type": "text", "text": system}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Generate a title for this conversation:\n"}],
+            }
+        ],
+    }
+
+
+def test_a_title_side_request_is_answered_without_taking_a_turn(scripted: Callable[..., Scripted]) -> None:
+    server, client = scripted({"responses": [{"content": [{"type": "text", "text": "the work"}]}]})
+    opencode = {"x-session-id": "ses_1"}
+
+    with client.messages.stream(**opencode_title_request(), extra_headers=opencode) as stream:
+        title = stream.get_final_text()
+    work = client.messages.create(**ASK, extra_headers=opencode)
+
+    assert title == "Scripted session"
+    assert work.content[0].type == "text"
+    assert work.content[0].text == "the work"
+    logged = [(entry.session, entry.turn, entry.step, entry.side_request) for entry in server.requests()]
+    assert logged == [("ses_1", None, None, "title"), ("ses_1", 0, 0, None)]
+
+
+def responses_events(base_url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> list[Any]:
+    """POST /v1/responses with stream=true and parse the SSE body: (event name, data) pairs."""
+    with httpx.stream(
+        "POST", f"{base_url}/v1/responses", json={**body, "stream": True}, headers=headers
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        raw = response.read().decode()
+    events = []
+    for chunk in raw.strip().split("\n\n"):
+        name_line, data_line = chunk.split("\n")
+        events.append((name_line.removeprefix("event: "), json.loads(data_line.removeprefix("data: "))))
+    return events
+
+
+RESPONSES_ASK: dict[str, Any] = {
+    "model": "gpt-5.5",
+    "instructions": "You are a coding agent.",
+    "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix it."}]}],
+    "tools": [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}],
+}
+
+
+def test_the_responses_api_streams_text_function_and_custom_tool_calls_with_usage(
+    scripted: Callable[..., Scripted],
+) -> None:
+    text = "I will run the tests and then patch the file."
+    patch = "*** Begin Patch\n*** Add File: a.py\n+print(1)\n*** End Patch\n"
+    step = {
+        "content": [
+            {"type": "text", "text": text},
+            {"type": "tool_use", "name": "exec_command", "input": {"cmd": "pytest -q"}, "id": "call_1"},
+            {"type": "tool_use", "name": "apply_patch", "input": patch, "id": "call_2"},
+        ],
+        "usage": {"input_tokens": 100, "cache_read_input_tokens": 900, "output_tokens": 40},
+    }
+    server, _ = scripted({"responses": [step]})
+
+    events = responses_events(server.base_url, RESPONSES_ASK, {"session-id": "thread-1"})
+
+    names = [name for name, _ in events]
+    assert names[:2] == ["response.created", "response.in_progress"]
+    assert names[-1] == "response.completed"
+    assert [data["type"] for name, data in events] == names
+    assert [data["sequence_number"] for _, data in events] == list(range(len(events)))
+    by_name: dict[str, list[Any]] = {}
+    for name, data in events:
+        by_name.setdefault(name, []).append(data)
+    text_deltas = [data["delta"] for data in by_name["response.output_text.delta"]]
+    assert len(text_deltas) >= 3
+    assert "".join(text_deltas) == text
+    arguments = "".join(data["delta"] for data in by_name["response.function_call_arguments.delta"])
+    assert json.loads(arguments) == {"cmd": "pytest -q"}
+    assert len(by_name["response.function_call_arguments.delta"]) >= 2
+    assert "".join(data["delta"] for data in by_name["response.custom_tool_call_input.delta"]) == patch
+    done = [data["item"] for data in by_name["response.output_item.done"]]
+    assert [(item["type"], item.get("call_id"), item.get("name")) for item in done] == [
+        ("message", None, None),
+        ("function_call", "call_1", "exec_command"),
+        ("custom_tool_call", "call_2", "apply_patch"),
+    ]
+    completed = by_name["response.completed"][0]["response"]
+    assert completed["status"] == "completed"
+    assert completed["output"] == done
+    assert completed["model"] == "gpt-5.5"
+    # The Responses API counts cached tokens inside input_tokens.
+    assert completed["usage"] == {
+        "input_tokens": 1000,
+        "input_tokens_details": {"cached_tokens": 900},
+        "output_tokens": 40,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 1040,
+    }
+    assert [(entry.session, entry.path, entry.turn) for entry in server.requests()] == [
+        ("thread-1", "/v1/responses", 0)
+    ]
+
+
+def test_the_responses_api_answers_json_without_stream_and_openai_errors(
+    scripted: Callable[..., Scripted],
+) -> None:
+    steps = [
+        {"content": [{"type": "text", "text": "plain"}]},
+        {"error": {"status": 401}},
+        {"error": {"type": "rate_limit_error"}, "mid_stream": True, "partial_text": "Let me"},
+    ]
+    server, _ = scripted({"responses": steps})
+    url = f"{server.base_url}/v1/responses"
+
+    plain = httpx.post(url, json=RESPONSES_ASK).json()
+    denied = httpx.post(url, json=RESPONSES_ASK)
+    failed = responses_events(server.base_url, RESPONSES_ASK)
+    exhausted = httpx.post(url, json=RESPONSES_ASK)
+    malformed = httpx.post(url, json={"model": "gpt-5.5"})
+
+    assert plain["object"] == "response"
+    assert plain["output"][0]["content"][0]["text"] == "plain"
+    assert plain["usage"]["input_tokens"] > 0
+    assert denied.status_code == 401
+    assert denied.json()["error"]["code"] == "invalid_api_key"
+    assert [name for name, _ in failed][-1] == "response.failed"
+    assert "response.completed" not in [name for name, _ in failed]
+    assert failed[-1][1]["response"]["error"]["code"] == "rate_limit_exceeded"
+    assert "".join(data["delta"] for name, data in failed if name == "response.output_text.delta") == "Let me"
+    assert exhausted.status_code == 500
+    assert exhausted.headers["x-should-retry"] == "false"
+    assert exhausted.json()["error"]["type"] == "server_error"
+    assert malformed.status_code == 400
+    assert malformed.json()["error"]["message"] == "input: Field required"

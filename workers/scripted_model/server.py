@@ -253,6 +253,19 @@ def _uvicorn_config(app: FastAPI, log_level: str) -> uvicorn.Config:
     )
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, removing the unix socket file when it shuts down: on SIGTERM uvicorn
+    re-raises the signal once serving ends, so code after ``run()`` never runs."""
+
+    def __init__(self, config: uvicorn.Config, unix_path: Path | None) -> None:
+        super().__init__(config)
+        self.unix_path = unix_path
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        _close([], self.unix_path)
+
+
 def _listen(host: str, port: int) -> socket.socket:
     # Binding here, not in uvicorn, tells us the real port before serving when port is 0.
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -322,7 +335,8 @@ def serve(
     if unix_path is not None:
         print(f"scripted model listening on unix:{unix_path}", flush=True)
     try:
-        uvicorn.Server(_uvicorn_config(create_app(script, log_path=log_path), "info")).run(sockets=sockets)
+        app = create_app(script, log_path=log_path)
+        _Server(_uvicorn_config(app, "info"), unix_path).run(sockets=sockets)
     finally:
         _close(sockets, unix_path)
 
@@ -363,12 +377,13 @@ class ScriptedModelServer:
     def start(self) -> Self:
         """Bind a free port (and the unix socket, if any) and serve in a daemon thread; returns
         once requests are accepted."""
-        server = self._server = uvicorn.Server(_uvicorn_config(_build_app(self._state), "warning"))
-        self._sock = _listen("127.0.0.1", 0)
-        sockets = [self._sock]
+        sockets = []
         if self._unix_path is not None:
             self._unix_sock = _listen_unix(self._unix_path)
             sockets.append(self._unix_sock)
+        self._sock = _listen("127.0.0.1", 0)
+        sockets.insert(0, self._sock)
+        server = self._server = _Server(_uvicorn_config(_build_app(self._state), "warning"), self._unix_path)
         self._thread = threading.Thread(
             target=server.run, kwargs={"sockets": sockets}, name="scripted-model", daemon=True
         )
