@@ -12,6 +12,8 @@ from shared.categories import SANDBOX_TOOLS
 from shared.errors import InvalidInput
 from shared.harnesses import CLI_TOOLS, HARNESSES, check_binaries, check_binary, installed
 from shared.project_config import parse_project_config
+from shared.settings import Settings
+from workers.main import check_harnesses
 
 pytestmark = pytest.mark.unit
 
@@ -156,3 +158,23 @@ def test_the_install_script_pins_an_integrity_for_every_harness_it_reads_from_he
         assert re.search(rf'\["{re.escape(harness.npm_spec)}"\]="sha512-[A-Za-z0-9+/=]{{88}}"', script), (
             harness.name
         )
+
+
+def test_the_pinned_binaries_installed_by_setup_print_their_versions() -> None:
+    # scripts/setup.sh installs them (scripts/install-harnesses.sh); a machine without them fails here.
+    cache = Settings().harness_cache
+
+    assert installed(cache) == dict.fromkeys(HARNESSES)
+
+
+def test_a_worker_names_what_it_can_run_and_refuses_what_it_cannot(tmp_path: Path) -> None:
+    _fake_binary(tmp_path, "opencode", "1.18.33")
+    settings = Settings(harness_cache=tmp_path)
+
+    assert check_harnesses(["api", "opencode"], settings) == ["api", "opencode"]
+    with pytest.raises(InvalidInput, match="harness codex: 0.169.0 is not installed"):
+        check_harnesses(["codex"], settings)
+    with pytest.raises(
+        InvalidInput, match="unknown harness 'gemini'; choices: api, claude-code, codex, opencode"
+    ):
+        check_harnesses(["gemini"], settings)
