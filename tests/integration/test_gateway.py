@@ -1,0 +1,294 @@
+"""The LLM gateway keeps the api harness's promises for every harness call (DESIGN.md rule 9).
+
+A real claimed iteration (real Postgres, Redis, coordinator) leases a gateway socket; requests
+go through it as a harness's would, to the scripted model behind a loopback tap that keeps what
+the gateway sent upstream. The key the worker holds must reach the model and nothing else; the
+answer must come back byte for byte; each call is reserved before it goes, charged once from its
+own usage, and recorded.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from shared.events import EventData
+from tests.support.engine import Engine, engine
+from tests.support.records import STREAMS, messages, project, replay, text
+from workers import records
+from workers.gateway import Gateway, GatewayLease
+from workers.gateway import relay as relay_module
+from workers.scripted_model.script import Script
+
+pytestmark = [pytest.mark.integration]
+
+REAL_KEY = f"sk-ant-api03-real-{secrets.token_hex(16)}"
+ONE_CALL = {"responses": [text("done")], "when_exhausted": "repeat_last"}
+
+
+class Tap:
+    """Loopback TCP in front of the scripted model, keeping every byte the gateway sent it."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.removeprefix("http://").split(":")
+        self.target = (host, int(port))
+        self.sent = bytearray()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, target: socket.socket, keep: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if keep:
+                    self.sent += data
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            target.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def eng(services: dict[str, str], tmp_path: Path) -> Iterator[Engine]:
+    with engine(ONE_CALL, tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def tap(eng: Engine) -> Iterator[Tap]:
+    tapped = Tap(eng.model.base_url)
+    yield tapped
+    tapped.close()
+
+
+@pytest.fixture
+def gateway(eng: Engine, tap: Tap) -> Iterator[Gateway]:
+    settings = eng.settings.model_copy(
+        update={"anthropic_api_key": SecretStr(REAL_KEY), "anthropic_base_url": tap.url}
+    )
+    made = Gateway(settings, limiter=None, publish=None)
+    yield made
+    made.close()
+
+
+@contextmanager
+def lease_for(
+    eng: Engine, gateway: Gateway, raas_toml: str = "", script: dict[str, Any] | None = None
+) -> Iterator[tuple[str, GatewayLease, list[EventData]]]:
+    """A submitted project's first iteration, claimed, with a gateway lease for it."""
+    if script is not None:
+        eng.model.reset(Script.model_validate(script))
+    project_id = eng.submit(raas_toml=raas_toml)
+    iteration_id = eng.dispatcher.take(project_id)
+    assert iteration_id is not None
+    claim = records.claim(iteration_id, "gateway-test", stale_after_s=30)
+    assert claim is not None
+    emitted: list[EventData] = []
+    with gateway.open(claim, emitted.append, harness="claude-code") as lease:
+        yield project_id, lease, emitted
+
+
+def client(lease: GatewayLease) -> httpx.Client:
+    return httpx.Client(
+        transport=httpx.HTTPTransport(uds=str(lease.socket_path)), base_url="http://localhost"
+    )
+
+
+def call(lease: GatewayLease, project_id: str, *, token: str | None = None, **extra: Any) -> httpx.Response:
+    body = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 1000,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Do the task."}],
+        "metadata": {"user_id": project_id},
+        **extra,
+    }
+    headers = {"x-api-key": token or lease.token, "anthropic-version": "2023-06-01"}
+    with client(lease) as http:
+        return http.post("/v1/messages?beta=true", json=body, headers=headers)
+
+
+def test_a_streamed_call_is_relayed_byte_for_byte_with_the_real_key_and_charged_once(
+    eng: Engine, gateway: Gateway, tap: Tap
+) -> None:
+    # Given a lease whose project's model answers with a recorded stream
+    script = {"responses": [replay("basic_response.txt")], "when_exhausted": "repeat_last"}
+    with lease_for(eng, gateway, script=script) as (project_id, lease, _):
+        # When a harness calls through the socket with its token
+        response = call(lease, project_id)
+        stats = lease.stats()
+        directory = lease.directory
+        listing = {path.name: path.stat().st_mode & 0o777 for path in directory.iterdir()}
+
+    # Then the stream comes back unchanged
+    assert response.status_code == 200
+    assert response.content == (STREAMS / "basic_response.txt").read_bytes()
+    # and upstream got the real key, the project's session header, and never the token
+    sent = bytes(tap.sent)
+    assert f"x-api-key: {REAL_KEY}".encode() in sent
+    assert f"x-raas-session: {project_id}".encode() in sent
+    assert lease.token.encode() not in sent
+    # and the call is recorded once, priced by our table from the stream's own usage
+    rows = messages(project_id)
+    assert [row.role for row in rows] == ["user", "assistant"]
+    reply = rows[1]
+    assert (reply.input_tokens, reply.output_tokens) == (11, 6)
+    assert reply.cost_usd == Decimal("0.000123")  # 11 x $3 + 6 x $15 per million (the asked model)
+    assert stats.calls == 1
+    assert stats.cost_usd == reply.cost_usd
+    assert project(project_id).spent_usd == reply.cost_usd
+    # and the key is nowhere the container sees: not in the answer, not in the socket directory
+    assert REAL_KEY not in response.text
+    assert listing == {"llm.sock": 0o666}
+    assert not directory.exists()
+
+
+def test_a_wrong_or_revoked_token_is_refused_and_nothing_is_recorded(eng: Engine, gateway: Gateway) -> None:
+    with lease_for(eng, gateway) as (project_id, lease, _):
+        wrong = call(lease, project_id, token="raas-gw-guessed")
+        with client(lease) as http:
+            bearer = http.post("/v1/messages", json={}, headers={"authorization": f"Bearer {REAL_KEY}"})
+        lease.close()
+        # Then, closed, it serves no one, whatever the token
+        with socket.socket(socket.AF_UNIX) as raw, pytest.raises((FileNotFoundError, ConnectionRefusedError)):
+            raw.connect(str(lease.socket_path))
+
+    assert wrong.status_code == bearer.status_code == 401
+    assert wrong.json()["error"]["type"] == "authentication_error"
+    assert eng.requests(project_id) == []
+    assert messages(project_id) == []
+
+
+def test_only_the_model_endpoints_are_served(eng: Engine, gateway: Gateway) -> None:
+    with lease_for(eng, gateway) as (project_id, lease, _), client(lease) as http:
+        auth = {"x-api-key": lease.token}
+        other = http.post("/v1/files", json={}, headers=auth)
+        listing = http.get("/v1/models", headers=auth)
+        wrong_method = http.get("/v1/messages", headers=auth)
+        counted = http.post(
+            "/v1/messages/count_tokens",
+            json={"model": "claude-sonnet-4-6", "messages": [{"role": "user", "content": "hi"}]},
+            headers=auth,
+        )
+
+    assert other.status_code == listing.status_code == 404
+    assert other.json()["error"]["type"] == "not_found_error"
+    assert wrong_method.status_code == 405
+    assert counted.status_code == 200
+    assert counted.json()["input_tokens"] > 0
+    assert [r.path for r in eng.model.requests()] == ["/v1/messages/count_tokens"]
+    assert messages(project_id) == []  # counting tokens is free and is not a call
+
+
+def test_a_spent_budget_is_refused_without_retry_and_nothing_is_sent_upstream(
+    eng: Engine, gateway: Gateway
+) -> None:
+    # Given a project whose first call spends more than its whole budget
+    toml = "max_tokens = 1000\n[budget]\nlimit_usd = 0.01\n"
+    script = {"responses": [text("spent", usage={"input_tokens": 100, "output_tokens": 900})]}
+    with lease_for(eng, gateway, toml, script) as (project_id, lease, _):
+        first = call(lease, project_id)
+        # When the harness calls again
+        second = call(lease, project_id)
+        stats = lease.stats()
+
+    # Then the call is refused with a 4xx a harness does not retry, and never leaves the worker
+    assert first.status_code == 200
+    assert second.status_code == 400
+    assert second.headers["x-should-retry"] == "false"
+    assert second.json()["error"]["type"] == "invalid_request_error"
+    assert "budget" in second.json()["error"]["message"]
+    assert len(eng.requests(project_id)) == 1
+    assert stats.budget_exhausted
+    # and the ledger is over its limit by at most the one call it let through
+    spent = project(project_id).spent_usd
+    assert Decimal("0.01") < spent <= Decimal("0.01") + Decimal("0.0138")
+    assert project(project_id).reserved_usd == 0
+
+
+def test_overloaded_answers_are_relayed_and_only_the_success_is_charged(
+    eng: Engine, gateway: Gateway
+) -> None:
+    # Given a model that is overloaded three times before it answers
+    overloaded = {"error": {"status": 529}, "repeat": 3}
+    script = {"responses": [overloaded, text("at last", usage={"input_tokens": 10, "output_tokens": 5})]}
+    with lease_for(eng, gateway, script=script) as (project_id, lease, _):
+        # When the harness retries as harnesses do
+        answers = [call(lease, project_id) for _ in range(3)]
+        held_after_failures = project(project_id).reserved_usd
+        answers.append(call(lease, project_id))
+        stats = lease.stats()
+
+    # Then each 529 reached it as the model sent it, charged nothing, and the success once
+    assert [a.status_code for a in answers] == [529, 529, 529, 200]
+    assert answers[0].json()["error"]["type"] == "overloaded_error"
+    assert held_after_failures == 0  # a failed call gives its reservation back at once
+    assert [row.role for row in messages(project_id)] == ["user", "assistant"]
+    assert stats.calls == 1
+    assert project(project_id).spent_usd == Decimal("0.000105")  # 10 x $3 + 5 x $15 per million
+    assert project(project_id).reserved_usd == 0
+
+
+def test_the_relay_carries_a_stream_from_loopback_to_the_socket(eng: Engine, gateway: Gateway) -> None:
+    # Given the relay script running as it runs in a container, in front of a lease's socket
+    script = {"responses": [replay("basic_response.txt")], "when_exhausted": "repeat_last"}
+    with lease_for(eng, gateway, script=script) as (project_id, lease, _):
+        relay = subprocess.Popen(
+            [sys.executable, relay_module.__file__, "0", str(lease.socket_path)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert relay.stdout is not None
+            url = relay.stdout.readline().split()[-1]
+            # When a harness calls the loopback port
+            body = {
+                "model": "claude-sonnet-4-6",
+                "max_tokens": 100,
+                "stream": True,
+                "messages": [{"role": "user", "content": "hi"}],
+                "metadata": {"user_id": project_id},
+            }
+            with (
+                httpx.Client(base_url=f"http://{url}") as http,
+                http.stream(
+                    "POST", "/v1/messages", json=body, headers={"x-api-key": lease.token}
+                ) as response,
+            ):
+                streamed = b"".join(response.iter_raw())
+        finally:
+            relay.kill()
+            relay.wait()
+            if relay.stdout is not None:
+                relay.stdout.close()
+
+    # Then the stream arrives whole and the call is charged
+    assert response.status_code == 200
+    assert streamed == (STREAMS / "basic_response.txt").read_bytes()
+    assert project(project_id).spent_usd == Decimal("0.000123")

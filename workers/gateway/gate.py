@@ -1,0 +1,222 @@
+"""The gate each harness model call passes, with the functions the api harness uses: the budget
+reserves the call's worst case first (:func:`workers.records.reserve_call_waiting`), the rate
+limits admit it (:class:`workers.llm.ratelimit.RateLimiter`), and its answer is recorded and
+priced once (:func:`workers.records.store_message`, which settles the reservation) — or, when it
+failed, the reservation is released and nothing is charged.
+
+Everything here blocks (database, Redis, waiting for room): the server runs it off its event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import Any
+
+from shared import budget
+from shared.errors import CallExceedsRateLimit, RateLimitWaitTooLong
+from shared.event_payloads import BudgetWarning, RateLimitWait
+from shared.events import EventData
+from shared.pricing import cost_usd, find_price
+from shared.usage import Usage
+from workers import records
+from workers.gateway.metering import Api, Metered
+from workers.llm.ratelimit import Admission, ProjectLimits, RateLimiter
+from workers.llm.tokens import estimate_tokens
+from workers.records import Claim
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[EventData], None]
+
+
+@dataclass(frozen=True)
+class GatewayStats:
+    """What a lease's calls came to, for the harness runner to judge the iteration by."""
+
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: Decimal = Decimal(0)
+    budget_exhausted: bool = False  # a call was refused: the project's budget is spent
+    auth_failed: bool = False  # the provider refused the worker's key (401/403)
+    project_stopped: bool = False  # a call was refused: the project no longer runs
+    last_error: str | None = None
+
+
+class Refused(Exception):
+    """A call the gate will not send: answered to the harness as a non-retryable error.
+
+    A control-flow signal between the gate and the server, not a failure of the gateway.
+    """
+
+    def __init__(self, status: int, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+
+
+@dataclass
+class Ticket:
+    """One admitted call: what it reserved against and what it sent."""
+
+    api: Api
+    model: str
+    request: list[Any]
+    admission: Admission | None
+
+
+class Gate:
+    """The budget, rate limits and ledger of one lease's calls (one iteration attempt)."""
+
+    def __init__(self, claim: Claim, emit: Emit, limiter: RateLimiter | None, max_tokens: int) -> None:
+        self.claim = claim
+        self.emit = emit
+        self.limiter = limiter
+        self.default_max_tokens = max_tokens
+        rate = claim.config.rate_limit
+        self.project_limits = ProjectLimits(
+            calls_per_hour=rate.calls_per_hour, tokens_per_hour=rate.tokens_per_hour
+        )
+        self._stats = GatewayStats()
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def stats(self) -> GatewayStats:
+        with self._lock:
+            return self._stats
+
+    def note(self, **changes: Any) -> None:
+        with self._lock:
+            self._stats = replace(self._stats, **changes)
+
+    def admit(self, api: Api, body: dict[str, Any]) -> Ticket:
+        """Reserve the call's worst case and wait for room under the rate limits.
+
+        Raises:
+            Refused: the project does not run, the model has no price, the budget is spent, or
+                the call alone is larger than a rate limit.
+        """
+        if not records.project_running(self.claim.project_id):
+            self.note(project_stopped=True, last_error="the project is no longer running")
+            raise Refused(
+                400, "invalid_request_error", "the project is no longer running (paused or stopped)"
+            )
+        model = body.get("model")
+        price = find_price(model, self.claim.config.pricing) if isinstance(model, str) else None
+        if price is None:
+            msg = f"model {model!r} has no price: add it under [pricing] in raas.toml"
+            raise Refused(400, "invalid_request_error", msg)
+        size = estimate_tokens(body)
+        max_out = _max_output(api, body) or self.default_max_tokens
+        if not records.reserve_call_waiting(self.claim, budget.call_estimate_usd(price, size, max_out)):
+            self.note(budget_exhausted=True, last_error=records.BUDGET_SPENT)
+            raise Refused(400, "invalid_request_error", records.BUDGET_SPENT)
+        try:
+            admission = self._admit(size, max_out)
+        except Refused:
+            records.release(self.claim)
+            raise
+        return Ticket(api=api, model=str(model), request=_request_content(api, body), admission=admission)
+
+    def _admit(self, size: int, max_out: int) -> Admission | None:
+        if self.limiter is None:
+            return None
+
+        def waiting(wait_s: float, limit: str) -> None:
+            self.emit(RateLimitWait(wait_s=round(wait_s, 2), limit=limit))
+
+        try:
+            return self.limiter.acquire(
+                self.claim.project_id, self.project_limits, size, max_out, on_wait=waiting
+            )
+        except CallExceedsRateLimit as exc:
+            raise Refused(400, "invalid_request_error", str(exc)) from exc
+        except RateLimitWaitTooLong as exc:
+            raise Refused(429, "rate_limit_error", str(exc)) from exc
+
+    def settle(self, ticket: Ticket, metered: Metered, duration_s: float) -> None:
+        """Record the call (what was sent, what came back) and charge its usage, once; a call
+        whose answer cannot be charged (an error, no usage) releases its reservation instead."""
+        usage = metered.usage
+        if ticket.admission is not None:
+            counted = usage or Usage()
+            ticket.admission.adjust(
+                counted.input_tokens + counted.cache_creation_input_tokens, counted.output_tokens
+            )
+        if usage is None:
+            records.release(self.claim)
+            self.note(last_error=metered.error)
+            return
+        pricing = self.claim.config.pricing
+        # Priced by the model that answered; by the one asked for if that has no price (never free).
+        model = metered.model if metered.model and find_price(metered.model, pricing) else ticket.model
+        with self._lock:
+            seq, self._seq = self._seq, self._seq + 2
+        records.store_message(self.claim, seq, "user", ticket.request)
+        settlement = records.store_message(
+            self.claim,
+            seq + 1,
+            "assistant",
+            metered.content,
+            model=model,
+            usage=usage,
+            stop_reason=metered.stop_reason,
+            duration_s=duration_s,
+        )
+        price = find_price(model, pricing)
+        cost = cost_usd(usage, price) if price is not None else Decimal(0)
+        with self._lock:
+            s = self._stats
+            self._stats = replace(
+                s,
+                calls=s.calls + 1,
+                usage=s.usage + usage,
+                cost_usd=s.cost_usd + cost,
+                last_error=metered.error,
+            )
+        if settlement is not None and settlement.warn:
+            self.emit(BudgetWarning(spent_usd=settlement.spent_usd, limit_usd=settlement.limit_usd))
+
+    def fail(self, ticket: Ticket, error: str, *, auth: bool = False) -> None:
+        """The call failed upstream (its usage unknown): release it, charge nothing."""
+        if ticket.admission is not None:
+            ticket.admission.adjust(0, 0)
+        records.release(self.claim)
+        self.note(last_error=error, **({"auth_failed": True} if auth else {}))
+
+
+def _max_output(api: Api, body: dict[str, Any]) -> int:
+    key = "max_output_tokens" if api is Api.RESPONSES else "max_tokens"
+    value = body.get(key)
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def _request_content(api: Api, body: dict[str, Any]) -> list[Any]:
+    """What the call added to the conversation, to record as its user message: the last message
+    (Messages API), or the input items after the model's last output (Responses API)."""
+    if api is Api.RESPONSES:
+        items = body.get("input")
+        if isinstance(items, str):
+            return [{"type": "text", "text": items}]
+        if not isinstance(items, list):
+            return []
+        tail: list[Any] = []
+        for item in reversed(items):
+            if isinstance(item, dict) and (
+                item.get("role") == "assistant" or item.get("type") in _OUTPUT_ITEMS
+            ):
+                break
+            tail.insert(0, item)
+        return tail
+    messages = body.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    content = last.get("content") if isinstance(last, dict) else None
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content) if isinstance(content, list) else []
+
+
+_OUTPUT_ITEMS = frozenset({"function_call", "reasoning", "local_shell_call", "custom_tool_call"})
