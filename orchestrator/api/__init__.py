@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
-from orchestrator.api import ops, projects, transcripts
+from orchestrator.api import credentials, ops, projects, transcripts
 from orchestrator.api.deps import Context, principal
 from orchestrator.api.mcp_http import McpEndpoint
 from orchestrator.scheduling.dispatch import Dispatcher
@@ -26,7 +26,7 @@ from shared.events import EventBus
 from shared.schemas import ErrorOut
 from shared.settings import Settings
 
-ROUTERS = (projects.router, transcripts.router, ops.router)
+ROUTERS = (projects.router, transcripts.router, ops.router, credentials.router)
 
 # The only paths answered without a token; tests/integration/test_tenancy.py walks every route
 # the app serves (mounts included) against this list. /healthz is for load balancers and

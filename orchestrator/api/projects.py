@@ -55,9 +55,18 @@ def _refuse_nul(what: str, text: str) -> None:
     openapi_extra=_raw_body("application/gzip", "The project directory as a .tar.gz (PROMPT.md at its top)"),
 )
 async def create_project(
-    request: Request, ctx: Ctx, caller: Caller, name: Annotated[str | None, Query(max_length=200)] = None
+    request: Request,
+    ctx: Ctx,
+    caller: Caller,
+    name: Annotated[str | None, Query(max_length=200)] = None,
+    repo: Annotated[
+        str | None,
+        Query(max_length=2000, description="Start from this repository (the upload: PROMPT.md, raas.toml)"),
+    ] = None,
+    ref: Annotated[str | None, Query(max_length=255, description="The repository's branch")] = None,
 ) -> ProjectOut:
-    _refuse_nul("name", name or "")
+    for what, text in (("name", name), ("repo", repo), ("ref", ref)):
+        _refuse_nul(what, text or "")
     check_submission_rate(caller)
     body = await save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
@@ -68,6 +77,9 @@ async def create_project(
             ctx.bus,
             tenant_id=caller.tenant_id,
             network_allowed=ctx.settings.sandbox_network_allowed,
+            repo=repo,
+            ref=ref,
+            settings=ctx.settings,
         )
     finally:
         body.unlink(missing_ok=True)

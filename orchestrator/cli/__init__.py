@@ -59,4 +59,5 @@ from orchestrator.cli import transcripts  # noqa: E402, F401
 from orchestrator.cli import servers  # noqa: E402, F401
 from orchestrator.cli import mcp_stdio  # noqa: E402, F401
 from orchestrator.cli import ops  # noqa: E402, F401
+from orchestrator.cli import credentials  # noqa: E402, F401
 # isort: on

@@ -54,13 +54,16 @@ class ApiClient:
             )
             raise errors.ServiceUnavailable(msg) from exc
         self._raise_for(response)
-        return response.json()
+        return response.json() if response.content else None
 
-    def create_project(self, archive: bytes, name: str) -> dict[str, Any]:
+    def create_project(
+        self, archive: bytes, name: str, *, repo: str | None = None, ref: str | None = None
+    ) -> dict[str, Any]:
+        params = {"name": name} | ({"repo": repo} if repo else {}) | ({"ref": ref} if ref else {})
         result: dict[str, Any] = self.request(
             "POST",
             "/v1/projects",
-            params={"name": name},
+            params=params,
             content=archive,
             headers={"Content-Type": "application/gzip"},
         )
@@ -185,3 +188,13 @@ class ApiClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def set_credential(self, host: str, body: dict[str, str]) -> None:
+        self.request("PUT", f"/v1/credentials/{host}", json=body)
+
+    def credentials(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request("GET", "/v1/credentials")
+        return result
+
+    def delete_credential(self, host: str) -> None:
+        self.request("DELETE", f"/v1/credentials/{host}")

@@ -27,31 +27,95 @@ from shared.event_payloads import (
 )
 from shared.events import TERMINAL_EVENTS
 from shared.models import ProjectStatus
+from shared.project_config import ProjectConfig, parse_project_config
 from shared.schemas import EventOut, MemorySizeOut
 
 
 @app.command(rich_help_panel=PROJECTS)
 def submit(
-    directory: Annotated[Path, typer.Argument(help="Project directory with PROMPT.md (and raas.toml).")],
+    directory: Annotated[
+        Path | None, typer.Argument(help="Project directory with PROMPT.md (and raas.toml).")
+    ] = None,
+    repo: Annotated[
+        str | None,
+        typer.Option(help="Start from this git repository (its credential: `raas credentials set HOST`)."),
+    ] = None,
+    ref: Annotated[
+        str | None, typer.Option(help="The repository's branch (default: its default branch).")
+    ] = None,
+    prompt_file: Annotated[
+        Path | None,
+        typer.Option(help="PROMPT.md to use with --repo (default: the directory's, else the repo's)."),
+    ] = None,
     as_json: JsonFlag = False,
     start: Annotated[bool, typer.Option(help="Start the project right away.")] = True,
 ) -> None:
-    """Upload a project directory to the coordinator and start it; print its id."""
+    """Upload a project directory (or start from a repository) and start it; print its id."""
     from orchestrator.scheduling.submission import read_project_files
-    from shared.archive import pack_directory
+    from shared.archive import pack_directory, pack_files
 
-    if not directory.is_dir():
+    if directory is not None and not directory.is_dir():
         msg = f"{directory} is not a directory; pass the project directory"
         raise InvalidInput(msg)
-    read_project_files(directory)  # the same checks the coordinator makes, before any upload
+    if repo is None and directory is not None:
+        repo_from_config = _declared_source(directory)
+        if repo_from_config is not None:
+            repo, ref = repo_from_config, ref or _declared_ref(directory)
     client = api()
-    project = client.create_project(pack_directory(directory), directory.resolve().name)
+    if repo is not None:
+        name = directory.resolve().name if directory is not None else repo.rstrip("/").rsplit("/", 1)[-1]
+        files = _repo_overlay(directory, prompt_file)
+        project = client.create_project(pack_files(files), name.removesuffix(".git"), repo=repo, ref=ref)
+    else:
+        if directory is None or prompt_file is not None or ref is not None:
+            msg = "pass a project directory, or --repo URL (with --ref and --prompt-file if needed)"
+            raise InvalidInput(msg)
+        read_project_files(directory)  # the same checks the coordinator makes, before any upload
+        project = client.create_project(pack_directory(directory), directory.resolve().name)
     if start:
         project = client.start_project(project["id"])
     if as_json:
         print_json(project)
     else:
         sys.stdout.write(project["id"] + "\n")
+
+
+def _declared_config(directory: Path) -> ProjectConfig | None:
+    path = directory / "raas.toml"
+    return parse_project_config(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _declared_source(directory: Path) -> str | None:
+    """``[source] repo`` of the directory's raas.toml: the directory then only gives the settings."""
+    config = _declared_config(directory)
+    return config.source.repo if config is not None else None
+
+
+def _declared_ref(directory: Path) -> str | None:
+    config = _declared_config(directory)
+    return config.source.ref if config is not None else None
+
+
+def _repo_overlay(directory: Path | None, prompt_file: Path | None) -> dict[str, str]:
+    """PROMPT.md and raas.toml given on this side for a project from a repository, checked here
+    the way the coordinator checks them; what is missing comes from the repository."""
+    from orchestrator.scheduling.prompt import PROMPT_FILE, check_prompt
+
+    files: dict[str, str] = {}
+    if directory is not None:
+        for name in (PROMPT_FILE, "raas.toml"):
+            if (directory / name).is_file():
+                files[name] = (directory / name).read_text(encoding="utf-8")
+    if prompt_file is not None:
+        if not prompt_file.is_file():
+            msg = f"--prompt-file: {prompt_file} is not a file"
+            raise InvalidInput(msg)
+        files[PROMPT_FILE] = prompt_file.read_text(encoding="utf-8")
+    if PROMPT_FILE in files:
+        check_prompt(files[PROMPT_FILE])
+    if "raas.toml" in files:
+        parse_project_config(files["raas.toml"])
+    return files
 
 
 @app.command(rich_help_panel=PROJECTS)

@@ -6,6 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from orchestrator.scheduling import source as sources
 from orchestrator.scheduling import workflows, workspace
 from orchestrator.scheduling.dispatch import Dispatcher
 from orchestrator.scheduling.lookup import get_project_row
@@ -17,10 +18,12 @@ from shared.db import session_scope
 from shared.errors import Conflict, InvalidInput
 from shared.event_payloads import ProjectCreated, ProjectStarted
 from shared.events import EventBus
+from shared.harnesses import check_binaries
 from shared.models import Project, ProjectStatus, new_id, utcnow
-from shared.project_config import ProjectConfig, parse_project_config
+from shared.project_config import ProjectConfig, SourceConfig, parse_project_config
 from shared.schemas import ProjectOut
 from shared.scud import parse_scg, to_task_specs
+from shared.settings import Settings, get_settings
 
 # Service files: read by the coordinator, not part of the agent's workspace.
 SCUD_FILE = ".scud/tasks/tasks.scg"
@@ -75,16 +78,29 @@ def create_project(
     *,
     tenant_id: str | None = None,
     network_allowed: bool = True,
+    repo: str | None = None,
+    ref: str | None = None,
+    settings: Settings | None = None,
 ) -> ProjectOut:
     """Validate an uploaded project, create its workspace repository and its row.
 
+    With ``repo`` (or ``[source] repo`` in the uploaded raas.toml) the workspace is that
+    repository's branch and the upload holds at most PROMPT.md and raas.toml, each taken from the
+    repository when the upload lacks it (:mod:`orchestrator.scheduling.source`). A harness the
+    project asks for must be installed here (RAAS_HARNESS_CACHE; the cluster shares one pin).
     Nothing is written unless the whole upload is valid.
     """
     with tempfile.TemporaryDirectory(prefix="raas-upload-") as tmp:
         root = Path(tmp) / "project"
         root.mkdir()
         workspace.unpack_upload(archive, root)
+        settings = settings or get_settings()
+        source = _source_of(root, repo, ref, tenant_id, settings, Path(tmp))
         prompt, config = read_project_files(root)
+        check_binaries(config.harnesses_in_use(), settings.harness_cache)
+        if source is not None:
+            repo_source = SourceConfig(repo=source.remote.url, ref=source.ref)
+            config = config.model_copy(update={"source": repo_source})
         if config.sandbox.network and not network_allowed:
             msg = "raas.toml: [sandbox] network = true is not allowed on this cluster; remove it"
             raise InvalidInput(msg)
@@ -99,7 +115,12 @@ def create_project(
             budget_limit_usd=config.budget.limit_usd,
             created_at=utcnow(),
         )
-        sha = workspace.create_repo(workspaces_dir, project.id, root)
+        if source is None:
+            sha = workspace.create_repo(workspaces_dir, project.id, root)
+        else:
+            project.source_repo, project.source_ref = source.remote.url, source.ref
+            project.source_commit = source.commit
+            sha = sources.create_workspace(workspaces_dir, project.id, source)
     project.workspace_sha = sha
     try:
         with session_scope() as session:
@@ -112,6 +133,49 @@ def create_project(
         raise
     bus.publish(event)
     return out
+
+
+def _source_of(
+    root: Path, repo: str | None, ref: str | None, tenant_id: str | None, settings: Settings, tmp: Path
+) -> sources.Source | None:
+    """The repository the project starts from, cloned, with its PROMPT.md and raas.toml (and SCUD
+    graph) put in ``root`` where the upload has none; None for a project from an upload alone.
+
+    Raises:
+        InvalidInput: the upload holds more than PROMPT.md and raas.toml, or the clone fails
+            (see :func:`orchestrator.scheduling.source.clone_source`), or neither the repository
+            nor the upload has a PROMPT.md.
+    """
+    config_path = root / CONFIG_FILE
+    if repo is None and config_path.is_file():
+        declared = parse_project_config(config_path.read_text(encoding="utf-8"), source=CONFIG_FILE).source
+        repo, ref = declared.repo, ref or declared.ref
+    if repo is None:
+        return None
+    extra = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and p.name not in sources.OVERLAY_FILES
+    )
+    if extra or any(p.parent != root for p in root.rglob("*") if p.is_file()):
+        msg = (
+            f"a project from a repository takes only PROMPT.md and raas.toml from the upload "
+            f"(got {', '.join(extra[:3]) or 'files in subdirectories'}); commit the rest to the repository"
+        )
+        raise InvalidInput(msg)
+    with session_scope() as session:
+        source = sources.clone_source(session, settings, tenant_id, repo, ref, tmp)
+    sources.take_service_files(source, root, (PROMPT_FILE, CONFIG_FILE))
+    text = config_path.read_text(encoding="utf-8") if config_path.is_file() else ""
+    scud = parse_project_config(text, source=CONFIG_FILE).scud_file
+    sources.take_service_files(source, root, (scud or SCUD_FILE,))
+    if not (root / PROMPT_FILE).is_file():
+        msg = (
+            f"no {PROMPT_FILE}: neither {ref or 'the default branch'} of the repository nor the "
+            "command line (--prompt-file, or a directory holding one) has it"
+        )
+        raise InvalidInput(msg)
+    return source
 
 
 def start_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:

@@ -19,6 +19,8 @@ from shared.git import RESULT_REF, changed_files, commit_all, git
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
 MAX_FILES = 20_000
 BRANCH = "refs/heads/main"
+# The commit a project started from when it is not its repository's root (a project from a repo).
+BASE_REF = "refs/raas/base"
 
 
 def repo_path(workspaces_dir: Path, project_id: str) -> Path:
@@ -127,4 +129,10 @@ def diff(workspaces_dir: Path, project_id: str, base: str, new: str) -> str:
 
 
 def root_commit(workspaces_dir: Path, project_id: str) -> str:
-    return git(repo_path(workspaces_dir, project_id), "rev-list", "--max-parents=0", "main").splitlines()[-1]
+    """The commit the project started from: the source commit of a project from a repository,
+    else the workspace's first commit."""
+    bare = repo_path(workspaces_dir, project_id)
+    try:
+        return git(bare, "rev-parse", "--verify", "-q", BASE_REF)
+    except GitError:
+        return git(bare, "rev-list", "--max-parents=0", "main").splitlines()[-1]
