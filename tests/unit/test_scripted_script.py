@@ -235,3 +235,27 @@ def test_every_script_key_is_documented(model: type[BaseModel]) -> None:
     documented = DOCS.read_text(encoding="utf-8")
 
     assert [key for key in model.model_fields if f"`{key}`" not in documented] == []
+
+
+def test_a_tool_input_is_an_object_or_a_freeform_string(tmp_path: Path) -> None:
+    patch = "*** Begin Patch\n*** Add File: a.py\n+print(1)\n*** End Patch\n"
+    step = {"content": [{"type": "tool_use", "name": "apply_patch", "input": patch}]}
+    script = Script.load(write_script(tmp_path, {"responses": [step]}))
+    block = script.responses[0].content[0]  # type: ignore[union-attr]
+    assert isinstance(block, ToolUseBlock)
+    assert block.input == patch
+
+    refused = load_error(
+        tmp_path, {"responses": [{"content": [{"type": "tool_use", "name": "x", "input": 3}]}]}
+    )
+    assert "responses[0].content[0].input" in refused
+
+
+@pytest.mark.parametrize(
+    ("directory", "script"),
+    [(harness, path) for harness in ("claude-code", "codex", "opencode") for path in ["write-and-run"]]
+    + [("claude-code", "auth-401"), ("codex", "auth-401")],
+)
+def test_the_harness_fixture_scripts_load(directory: str, script: str) -> None:
+    path = Path(__file__).parents[1] / "fixtures" / "harnesses" / directory / f"{script}.script.json"
+    assert Script.load(path).length >= 1
