@@ -1,5 +1,6 @@
-"""A server that speaks the Anthropic Messages API from a script, for tests, benchmarks and the
-offline demo: point the real ``anthropic`` SDK at it with ``base_url=`` / ``ANTHROPIC_BASE_URL``.
+"""A server that speaks the Anthropic Messages API (and OpenAI's Responses API) from a script,
+for tests, benchmarks and the offline demo: point the real ``anthropic`` SDK at it with
+``base_url=`` / ``ANTHROPIC_BASE_URL``, or an agent CLI at its TCP port or unix socket.
 
 The format of a script is documented in ``docs/scripted-model.md``.
 """
