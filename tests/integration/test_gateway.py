@@ -206,7 +206,7 @@ def test_only_the_model_endpoints_are_served(eng: Engine, gateway: Gateway) -> N
     assert messages(project_id) == []  # counting tokens is free and is not a call
 
 
-def test_a_spent_budget_is_refused_without_retry_and_nothing_is_sent_upstream(
+def test_a_spent_budget_is_refused_as_billing_and_nothing_is_sent_upstream(
     eng: Engine, gateway: Gateway
 ) -> None:
     # Given a project whose first call spends more than its whole budget
@@ -220,9 +220,9 @@ def test_a_spent_budget_is_refused_without_retry_and_nothing_is_sent_upstream(
 
     # Then the call is refused with a 4xx a harness does not retry, and never leaves the worker
     assert first.status_code == 200
-    assert second.status_code == 400
+    assert second.status_code == 402
     assert second.headers["x-should-retry"] == "false"
-    assert second.json()["error"]["type"] == "invalid_request_error"
+    assert second.json()["error"]["type"] == "billing_error"
     assert "budget" in second.json()["error"]["message"]
     assert len(eng.requests(project_id)) == 1
     assert stats.budget_exhausted

@@ -44,6 +44,7 @@ class GatewayStats:
     auth_failed: bool = False  # the provider refused the worker's key (401/403)
     project_stopped: bool = False  # a call was refused: the project no longer runs
     last_error: str | None = None
+    refused: int = 0  # calls answered by the gateway itself, never sent upstream
 
 
 class Refused(Exception):
@@ -99,6 +100,14 @@ class Gate:
             Refused: the project does not run, the model has no price, the budget is spent, or
                 the call alone is larger than a rate limit.
         """
+        try:
+            return self._admit_call(api, body)
+        except Refused:
+            with self._lock:
+                self._stats = replace(self._stats, refused=self._stats.refused + 1)
+            raise
+
+    def _admit_call(self, api: Api, body: dict[str, Any]) -> Ticket:
         if not records.project_running(self.claim.project_id):
             self.note(project_stopped=True, last_error="the project is no longer running")
             raise Refused(
@@ -113,7 +122,9 @@ class Gate:
         max_out = _max_output(api, body) or self.default_max_tokens
         if not records.reserve_call_waiting(self.claim, budget.call_estimate_usd(price, size, max_out)):
             self.note(budget_exhausted=True, last_error=records.BUDGET_SPENT)
-            raise Refused(400, "invalid_request_error", records.BUDGET_SPENT)
+            # The API's own answer to an account out of credit. Claude Code 2.1.330 ends its run on
+            # it at once; a 400 invalid_request_error it sends six times, 429 and 5xx up to ten.
+            raise Refused(402, "billing_error", records.BUDGET_SPENT)
         try:
             admission = self._admit(size, max_out)
         except Refused:
