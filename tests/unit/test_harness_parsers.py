@@ -14,6 +14,8 @@ from shared.models import ErrorKind
 from workers.agent.session import SessionFailure
 from workers.harness.ending import Finished, RunEnd, judge
 from workers.harness.parse_claude import ClaudeParser
+from workers.harness.parse_codex import CodexParser
+from workers.harness.parse_opencode import OpenCodeParser
 from workers.harness.session import take_completion_note
 
 pytestmark = pytest.mark.unit
@@ -135,3 +137,49 @@ def test_the_completion_file_is_read_then_removed_and_a_symlink_is_never_followe
     (tmp_path / ".raas").symlink_to(secret.parent)
     assert take_completion_note(tmp_path) is None
     assert secret.read_text() == "host file"
+
+
+def _parse_with(parser: CodexParser | OpenCodeParser, path: Path) -> list[EventData]:
+    return [event for line in path.read_text().splitlines() for event in parser.feed(line)]
+
+
+def test_codex_run_becomes_the_same_events() -> None:
+    parser = CodexParser()
+    events = _parse_with(parser, FIXTURES / "codex" / "write-and-run.jsonl")
+
+    calls = [e for e in events if isinstance(e, AgentToolCall)]
+    results = [e for e in events if isinstance(e, ToolExecuted)]
+    assert [c.tool for c in calls] == ["edit", "bash"]
+    assert [r.tool_use_id for r in results] == [c.tool_use_id for c in calls]
+    assert results[1].output == "hello from codex\n"
+    assert results[1].exit_code == 0
+    assert not results[1].is_error
+    assert [e.text for e in events if isinstance(e, AgentOutputChunk)][
+        -1
+    ] == "hello.py prints its greeting. All done."
+    assert parser.end == RunEnd(reason="completed", text="hello.py prints its greeting. All done.", turns=1)
+
+
+def test_codex_auth_failure_pauses_for_the_key() -> None:
+    parser = CodexParser()
+    _parse_with(parser, FIXTURES / "codex" / "auth-401.jsonl")
+
+    assert parser.end is not None
+    assert parser.end.is_error
+    assert parser.end.api_status == 401
+    with pytest.raises(SessionFailure) as failure:
+        judge(parser.end, _finished(exit_code=1), Seen(), None, None)
+    assert failure.value.kind is ErrorKind.API_KEY
+
+
+def test_opencode_run_becomes_the_same_events() -> None:
+    parser = OpenCodeParser()
+    events = _parse_with(parser, FIXTURES / "opencode" / "write-and-run.jsonl")
+
+    calls = [e for e in events if isinstance(e, AgentToolCall)]
+    results = [e for e in events if isinstance(e, ToolExecuted)]
+    assert [c.tool for c in calls] == ["write", "bash"]
+    assert calls[0].input["filePath"] == "/workspace/hello.py"
+    assert results[1].output == "hello from opencode\n"
+    assert results[1].exit_code == 0
+    assert parser.end == RunEnd(reason="completed", text="hello.py prints its greeting. All done.", turns=3)

@@ -94,14 +94,91 @@ def claude_code(claim: Claim, config: HarnessConfig, token: str) -> Invocation:
     return Invocation(argv, env)
 
 
-def opencode_config(model: str, port: int) -> str:
-    """OPENCODE_CONFIG_CONTENT: the Anthropic provider pointed at the in-container relay."""
-    config = {
-        "$schema": "https://opencode.ai/config.json",
+# Codex and OpenCode cannot use a unix socket: the gateway's relay (stdlib python3, which the
+# sandbox image has) listens on loopback inside the container and pipes to the socket. The CLI
+# starts once it listens; its config file is written into the tmpfs home from the environment.
+RELAY_MOUNT = "/opt/raas/relay.py"
+RELAY_PORT = 8765
+_RELAYED = f"""
+python3 {RELAY_MOUNT} {RELAY_PORT} {SOCKET} >/tmp/relay.out 2>&1 &
+tries=0
+until grep -q listening /tmp/relay.out 2>/dev/null; do
+  tries=$((tries + 1))
+  if [ "$tries" -gt 400 ]; then echo "the model relay did not start:" >&2; cat /tmp/relay.out >&2; exit 97; fi
+  sleep 0.05
+done
+if [ -n "$RAAS_CODEX_CONFIG" ]; then
+  mkdir -p "$CODEX_HOME" && printf '%s\n' "$RAAS_CODEX_CONFIG" >"$CODEX_HOME/config.toml"
+fi
+exec "$@"
+"""
+
+
+def _relayed(argv: list[str]) -> list[str]:
+    return ["sh", "-c", _RELAYED, "sh", *argv]
+
+
+def codex(claim: Claim, config: HarnessConfig, token: str) -> Invocation:
+    """``codex exec --json`` on the Responses API through the relay. Codex has no turn cap."""
+    system, prompt = instructions(claim)
+    toml = f"""model_provider = "raas"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[model_providers.raas]
+name = "raas"
+base_url = "http://127.0.0.1:{RELAY_PORT}/v1"
+wire_api = "responses"
+env_key = "RAAS_MODEL_TOKEN"
+request_max_retries = {MAX_RETRIES}
+stream_max_retries = {MAX_RETRIES}
+"""
+    argv = [
+        HARNESSES["codex"].mount,
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--disable",
+        "plugins",
+        # Its tools run in our sandbox: the container is the boundary (its own needs namespaces).
+        "--dangerously-bypass-approvals-and-sandbox",
+    ]
+    if config.model:
+        argv += ["--model", config.model]
+    argv += [*config.args, f"{system}\n\n{prompt}"]
+    env = {
+        **_QUIET,
+        # Codex refuses to make its helper links when CODEX_HOME is under /tmp.
+        "CODEX_HOME": f"{AGENT_HOME}/.codex",
+        "RAAS_CODEX_CONFIG": toml,
+        "RAAS_MODEL_TOKEN": token,
+    }
+    return Invocation(_relayed(argv), env)
+
+
+def opencode(claim: Claim, config: HarnessConfig, token: str) -> Invocation:
+    """``opencode run --format json`` on the Anthropic API through the relay. It has no turn cap."""
+    system, prompt = instructions(claim)
+    model = config.model or claim.config.model
+    settings = {
         "autoupdate": False,
         "share": "disabled",
         "model": f"anthropic/{model}",
+        # Its title side-request goes to small_model: the same model, so it is priced as the rest.
         "small_model": f"anthropic/{model}",
-        "provider": {"anthropic": {"options": {"baseURL": f"http://127.0.0.1:{port}/v1"}}},
+        "provider": {"anthropic": {"options": {"baseURL": f"http://127.0.0.1:{RELAY_PORT}/v1"}}},
     }
-    return json.dumps(config)
+    argv = [HARNESSES["opencode"].mount, "run", "--format", "json", *config.args, f"{system}\n\n{prompt}"]
+    env = {
+        **_QUIET,
+        "ANTHROPIC_API_KEY": token,
+        "OPENCODE_CONFIG_CONTENT": json.dumps(settings),
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    }
+    return Invocation(_relayed(argv), env)

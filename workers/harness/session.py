@@ -14,16 +14,21 @@ import logging
 import os
 import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from shared.errors import InvalidInput
-from shared.harnesses import HARNESSES, check_binary
+from shared.events import EventData
+from shared.harnesses import HARNESSES, HarnessConfig, check_binary
 from shared.models import ErrorKind
 from workers.agent.session import Emit, SessionFailure, SessionResult
+from workers.gateway import relay
 from workers.harness import commands
-from workers.harness.ending import Finished, GatewayVerdict, judge
+from workers.harness.ending import Finished, GatewayVerdict, RunEnd, judge
 from workers.harness.parse_claude import ClaudeParser
+from workers.harness.parse_codex import CodexParser
+from workers.harness.parse_opencode import OpenCodeParser
 from workers.records import Claim
 from workers.sandbox.base import Sandbox
 from workers.sandbox.container import SandboxMounts
@@ -48,6 +53,29 @@ class LlmLease(Protocol):
 
 OpenLease = Callable[[Claim, Emit, str], LlmLease]
 StartSandbox = Callable[[SandboxMounts], Sandbox]
+
+
+class Parser(Protocol):
+    end: RunEnd | None
+
+    def feed(self, line: str) -> list[EventData]: ...
+
+
+@dataclass(frozen=True)
+class Cli:
+    """How one agent CLI is run: its command line, its output parser, whether it needs the relay."""
+
+    invocation: Callable[[Claim, HarnessConfig, str], commands.Invocation]
+    parser: Callable[[], Parser]
+    relayed: bool
+
+
+CLIS = {
+    "claude-code": Cli(commands.claude_code, ClaudeParser, relayed=False),
+    "codex": Cli(commands.codex, CodexParser, relayed=True),
+    "opencode": Cli(commands.opencode, OpenCodeParser, relayed=True),
+}
+RELAY_SOURCE = Path(relay.__file__)
 
 
 class HarnessSession:
@@ -81,23 +109,24 @@ class HarnessSession:
             raise SessionFailure(ErrorKind.INTERNAL, str(exc)) from exc
         lease = self.open_lease(self.claim, self.emit, self.harness)
         try:
-            mounts = SandboxMounts(
-                read_only=(
-                    (str(binary), HARNESSES[self.harness].mount),
-                    (str(lease.directory), commands.SOCKET_DIR),
-                ),
-                home=True,
-            )
+            read_only = [
+                (str(binary), HARNESSES[self.harness].mount),
+                (str(lease.directory), commands.SOCKET_DIR),
+            ]
+            if CLIS[self.harness].relayed:
+                read_only.append((str(RELAY_SOURCE), commands.RELAY_MOUNT))
+            mounts = SandboxMounts(read_only=tuple(read_only), home=True)
             parser, finished = self._run_cli(mounts, lease.token)
             note = take_completion_note(self.workdir)
             return judge(parser.end, finished, lease.stats(), self.claim.config.completion_marker, note)
         finally:
             lease.close()
 
-    def _run_cli(self, mounts: SandboxMounts, token: str) -> tuple[ClaudeParser, Finished]:
+    def _run_cli(self, mounts: SandboxMounts, token: str) -> tuple[Parser, Finished]:
         config = self.claim.config.harness_config_for(self.claim.category)
-        invocation = commands.claude_code(self.claim, config, token)
-        parser = ClaudeParser()
+        cli = CLIS[self.harness]
+        invocation = cli.invocation(self.claim, config, token)
+        parser = cli.parser()
         sandbox = self.start_sandbox(mounts)
         try:
             process = sandbox.spawn(invocation.argv, invocation.env, self.timeout_s)

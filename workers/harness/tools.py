@@ -38,3 +38,8 @@ def result_text(content: Any) -> str:
         parts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
         return "\n".join(p for p in parts if isinstance(p, str))
     return "" if content is None else str(content)
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (a CLI's line may lack a field)."""
+    return value if isinstance(value, dict) else {}

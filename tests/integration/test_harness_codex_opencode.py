@@ -1,0 +1,76 @@
+"""Codex and OpenCode as harnesses (issue #12), run for real in the iteration's container,
+reaching the worker's LLM gateway through the in-container relay, against the scripted model:
+each writes a file with its own tool, runs it, and completes; the gateway's records are the
+ledger and the real keys stay in the worker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from shared.models import IterationStatus, ProjectStatus
+from tests.support.engine import engine
+from tests.support.records import event_log, everything_recorded, iterations, messages, project, workspace_git
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "harnesses"
+ANTHROPIC_KEY = "sk-ant-real-anthropic-key-kept-in-the-worker-42"
+OPENAI_KEY = "sk-real-openai-key-kept-in-the-worker-42"
+DONE = "TASK COMPLETE"
+
+
+def _script(harness: str) -> dict[str, Any]:
+    script: dict[str, Any] = json.loads((FIXTURES / harness / "write-and-run.script.json").read_text())
+    script["responses"][-1]["content"][0]["text"] += f" {DONE}"
+    return script
+
+
+def _run(harness: str, raas_toml: str, tmp_path: Path, calls: int = 3) -> None:
+    script = _script(harness)
+    with engine(script, tmp_path, anthropic_api_key=SecretStr(ANTHROPIC_KEY)) as eng:
+        eng.settings = eng.settings.model_copy(
+            update={
+                "openai_api_key": SecretStr(OPENAI_KEY),
+                "openai_base_url": f"{eng.model.base_url}/v1",
+            }
+        )
+        project_id = eng.submit(
+            prompt="Write hello.py and run it.",
+            raas_toml=f'harness = "{harness}"\ncompletion_marker = "{DONE}"\n{raas_toml}',
+        )
+        eng.run_next(project_id)
+
+        iteration = iterations(project_id)[0]
+        assert iteration.status is IterationStatus.SUCCEEDED, iteration.error
+        assert iteration.completed_task
+        assert iteration.files_changed == ["hello.py"]
+        assert project(project_id).status is ProjectStatus.COMPLETED
+        assert workspace_git(eng, project_id, "show", "main:hello.py") == f"print('hello from {harness}')"
+
+        ran = [e.data for e in event_log(project_id, "tool_executed") if e.data["tool"] == "bash"]
+        assert ran[0]["output"].startswith(f"hello from {harness}")
+        replies = [m for m in messages(project_id) if m.role == "assistant"]
+        assert len(replies) == calls
+        assert project(project_id).spent_usd == sum(m.cost_usd for m in replies)
+        recorded = everything_recorded(eng, project_id) + workspace_git(eng, project_id, "log", "-p", "--all")
+        assert ANTHROPIC_KEY not in recorded
+        assert OPENAI_KEY not in recorded
+
+
+def test_codex_writes_runs_and_completes_through_the_relay_and_gateway(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    # gpt-5.5: a model Codex 0.169.0 knows (it then offers apply_patch); priced here.
+    toml = '[harnesses.codex]\nmodel = "gpt-5.5"\n[pricing."gpt-5.5"]\ninput = 1.25\noutput = 10\n'
+    _run("codex", toml, tmp_path)
+
+
+def test_opencode_writes_runs_and_completes_through_the_relay_and_gateway(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    # Its title side-request is a model call too: recorded and charged like the three of the script.
+    _run("opencode", "", tmp_path, calls=4)

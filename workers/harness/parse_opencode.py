@@ -1,0 +1,90 @@
+"""OpenCode's ``run --format json`` lines, as the project's own events.
+
+What it prints (1.18.33, see tests/fixtures/harnesses/opencode): per model call a
+``step_start``, its ``text`` and ``tool_use`` parts (a tool part already carries its result in
+``state``), and a ``step_finish`` whose ``reason`` is ``tool-calls`` or, on the last one,
+``stop``; an ``error`` line when the run fails. Its ``tokens`` and ``cost`` are not read: the
+gateway meters every call.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from shared.event_payloads import AgentOutputChunk, AgentToolCall, ToolExecuted
+from shared.events import EventData
+from workers.harness.ending import RunEnd
+from workers.harness.tools import PREVIEW_CHARS, as_dict, our_tool_name
+
+
+class OpenCodeParser:
+    """Feed it stdout lines in order; it returns each line's events and keeps the run's end."""
+
+    def __init__(self) -> None:
+        self.end: RunEnd | None = None
+        self._last_text = ""
+        self._steps = 0
+
+    def feed(self, line: str) -> list[EventData]:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return []
+        if not isinstance(event, dict):
+            return []
+        kind = event.get("type")
+        part = as_dict(event.get("part"))
+        if kind == "text" and part.get("text"):
+            self._last_text = str(part["text"])
+            return [AgentOutputChunk(text=self._last_text)]
+        if kind == "tool_use":
+            return _tool(part)
+        if kind == "step_finish":
+            self._steps += 1
+            reason = part.get("reason")
+            if reason != "tool-calls":
+                stopped = "completed" if reason == "stop" else str(reason or "completed")
+                self.end = RunEnd(is_error=False, reason=stopped, text=self._last_text, turns=self._steps)
+        elif kind == "error":
+            error = event.get("error")
+            message = json.dumps(error)[:1000] if not isinstance(error, str) else error[:1000]
+            status = _status(error)
+            self.end = RunEnd(
+                is_error=True,
+                reason="api_error" if status else "error",
+                text=self._last_text,
+                error=message,
+                api_status=status,
+                turns=self._steps,
+            )
+        return []
+
+
+def _tool(part: dict[str, Any]) -> list[EventData]:
+    state = as_dict(part.get("state"))
+    name = our_tool_name(str(part.get("tool", "")))
+    use_id = str(part.get("callID", ""))
+    out: list[EventData] = [AgentToolCall(tool=name, input=state.get("input"), tool_use_id=use_id)]
+    status = state.get("status")
+    if status in ("completed", "error"):
+        metadata = as_dict(state.get("metadata"))
+        exit_code = metadata.get("exit")
+        output = state.get("output") if status == "completed" else state.get("error")
+        out.append(
+            ToolExecuted(
+                tool=name,
+                tool_use_id=use_id,
+                exit_code=exit_code if isinstance(exit_code, int) else None,
+                is_error=status == "error",
+                output=str(output or "")[:PREVIEW_CHARS],
+            )
+        )
+    return out
+
+
+def _status(error: Any) -> int | None:
+    """The HTTP status of an API error OpenCode reports (``data.statusCode``), if it says."""
+    data = error.get("data") if isinstance(error, dict) else None
+    code = data.get("statusCode") if isinstance(data, dict) else None
+    return code if isinstance(code, int) else None
