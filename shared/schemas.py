@@ -69,6 +69,10 @@ class ProjectOut(_FromRow):
     finished_at: datetime | None
     # Set while its iterations wait and no live worker consumes their queue (a no_workers event).
     waiting_for_worker_since: datetime | None = None
+    # Where its workspace started, for a project submitted from a repository (``--repo``).
+    source_repo: str | None = None
+    source_ref: str | None = None
+    source_commit: str | None = None
 
 
 class MemorySizeOut(BaseModel):

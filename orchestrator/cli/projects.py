@@ -133,6 +133,11 @@ def status(project_id: str, as_json: JsonFlag = False) -> None:
         f"cost: ${float(project['spent_usd']):.4f} of ${float(project['budget_limit_usd']):.2f}   "
         f"tokens: {project['input_tokens']} in / {project['output_tokens']} out"
     )
+    if project.get("source_repo"):
+        source = (
+            f"source: {project['source_repo']} {project['source_ref']} at {project['source_commit'][:12]}"
+        )
+        out.print(source, highlight=False, markup=False)
     if project.get("memory"):
         out.print(memory_line(MemorySizeOut.model_validate(project["memory"])), highlight=False, markup=False)
     if project.get("waiting_for_worker_since"):

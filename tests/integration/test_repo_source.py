@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 from sqlalchemy import select, text
 
+from orchestrator.api.tenants import create_tenant
 from orchestrator.scheduling import submission
 from shared.db import session_scope
 from shared.models import Base, GitCredential, Project
@@ -239,3 +241,34 @@ def test_credentials_are_refused_without_an_operator_key(
                 session.scalars(select(GitCredential).where(GitCredential.host == _host(git_server))).all()
                 == []
             )
+
+
+def test_a_tenants_credential_serves_only_that_tenant(
+    database_url: str, redis_url: str, git_server: GitServer, tmp_path: Path
+) -> None:
+    url = git_server.create_repo("app", {"PROMPT.md": "Do it.\n"})
+    suffix = secrets.token_hex(4)
+    _, token_a = create_tenant(f"repo-a-{suffix}")
+    _, token_b = create_tenant(f"repo-b-{suffix}")
+    key = Fernet.generate_key().decode()
+    with engine({"responses": [say("unused")]}, tmp_path, secret_key=SecretStr(key)) as eng:
+
+        def call(token: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+            headers = {"Authorization": f"Bearer {token}"}
+            return httpx.request(
+                method, eng.settings.coordinator_url + path, headers=headers, timeout=60, **kwargs
+            )
+
+        body = {"kind": "token", "username": git_server.username, "secret": git_server.password}
+        assert call(token_a, "PUT", f"/v1/credentials/{_host(git_server)}", json=body).status_code == 204
+        assert call(token_b, "GET", "/v1/credentials").json() == []
+        params = {"name": "p", "repo": url}
+        refused = call(token_b, "POST", "/v1/projects", params=params, content=pack({}))
+        assert refused.status_code == 422
+        assert "none is stored" in refused.json()["detail"]
+        created = call(token_a, "POST", "/v1/projects", params=params, content=pack({}))
+        assert created.status_code == 201, created.text
+        assert created.json()["source_ref"] == "main"
+        assert call(token_b, "DELETE", f"/v1/credentials/{_host(git_server)}").status_code == 404
+        assert call(token_a, "DELETE", f"/v1/credentials/{_host(git_server)}").status_code == 204
+        assert call(token_a, "GET", "/v1/credentials").json() == []
