@@ -13,6 +13,7 @@ rate limit with Retry-After) or hold one until it lets it go (to kill a coordina
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -72,12 +73,20 @@ class FakeForge:
         """Answer the next ``times`` requests matching with ``status`` and ``body``."""
         self._failures.append(Failure(method, path_pattern, status, body, headers or {}, times))
 
-    def hold(self, method: str, path_pattern: str) -> threading.Event:
+    def hold(self, method: str, path_pattern: str, *, answered: bool = False) -> threading.Event:
         """Keep the next matching request waiting (``held`` is set when it arrives) until the
-        returned event is set."""
+        returned event is set; ``answered``: wait after acting on it, before the answer goes out."""
         release = threading.Event()
-        self._holds[f"{method} {path_pattern}"] = release
+        self._holds[f"{method} {path_pattern} {'after' if answered else 'before'}"] = release
         return release
+
+    def _wait_if_held(self, method: str, path: str, when: str) -> None:
+        for key, release in list(self._holds.items()):
+            hold_method, pattern, hold_when = key.split(" ")
+            if hold_method == method and hold_when == when and re.search(pattern, path):
+                del self._holds[key]
+                self.held.set()
+                release.wait(60)
 
     # -- what a test reads ------------------------------------------------------------------
 
@@ -95,12 +104,14 @@ class FakeForge:
     def answer(
         self, method: str, path: str, query: dict[str, str], body: Any, auth: str
     ) -> tuple[int, Any, dict[str, str]]:
-        for key, release in list(self._holds.items()):
-            hold_method, pattern = key.split(" ", 1)
-            if hold_method == method and re.search(pattern, path):
-                del self._holds[key]
-                self.held.set()
-                release.wait(60)
+        self._wait_if_held(method, path, "before")
+        answer = self._answer(method, path, query, body, auth)
+        self._wait_if_held(method, path, "after")
+        return answer
+
+    def _answer(
+        self, method: str, path: str, query: dict[str, str], body: Any, auth: str
+    ) -> tuple[int, Any, dict[str, str]]:
         for failure in self._failures:
             if failure.times > 0 and failure.method == method and re.search(failure.path_pattern, path):
                 failure.times -= 1
@@ -240,7 +251,8 @@ def _handler(forge: FakeForge) -> type[BaseHTTPRequestHandler]:
             for key, value in headers.items():
                 self.send_header(key, value)
             self.end_headers()
-            self.wfile.write(data)
+            with contextlib.suppress(BrokenPipeError):  # a client killed while its request was held
+                self.wfile.write(data)
 
     return Handler
 
