@@ -8,7 +8,14 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from shared.models import AgentStatus, IterationStatus, PauseReason, ProjectStatus
+from shared.models import (
+    AgentStatus,
+    DeliveryKind,
+    DeliveryStatus,
+    IterationStatus,
+    PauseReason,
+    ProjectStatus,
+)
 
 
 class _FromRow(BaseModel):
@@ -86,6 +93,19 @@ class MemorySizeOut(BaseModel):
     conflicts: int
 
 
+class DeliveryOut(_FromRow):
+    """Where a project's work went on its remote (``raas status``): a task's branch, or the
+    project's branch and its pull request."""
+
+    kind: DeliveryKind
+    task_key: str | None
+    branch: str
+    status: DeliveryStatus
+    pushed_sha: str | None
+    pull_request_url: str | None
+    error: str | None
+
+
 class ProjectDetail(ProjectOut):
     agents: list[AgentOut]
     iterations: list[IterationOut]
@@ -93,6 +113,7 @@ class ProjectDetail(ProjectOut):
     output_tokens: int
     last_event_seq: int
     memory: MemorySizeOut | None = None
+    deliveries: list[DeliveryOut] = Field(default_factory=list)
 
 
 class WorkspaceReport(BaseModel):

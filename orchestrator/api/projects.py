@@ -16,6 +16,7 @@ from starlette.background import BackgroundTask
 
 from orchestrator.api.deps import Caller, Ctx, authed_router, save_body
 from orchestrator.api.tenants import check_submission_rate
+from orchestrator.delivery import redeliver
 from orchestrator.queries import costs, graph, projects
 from orchestrator.queries.costs import CostReport
 from orchestrator.queries.follow import follow
@@ -108,6 +109,18 @@ def resume_project(project_id: str, ctx: Ctx) -> ProjectOut:
 @router.post("/projects/{project_id}/stop")
 def stop_project(project_id: str, ctx: Ctx) -> ProjectOut:
     return lifecycle.stop_project(project_id, ctx.dispatcher, ctx.bus)
+
+
+class RedeliveryOut(BaseModel):
+    """The branches whose failed delivery was sent again."""
+
+    branches: list[str]
+
+
+@router.post("/projects/{project_id}/deliver")
+def deliver_project(project_id: str, ctx: Ctx) -> RedeliveryOut:
+    """Try the project's failed deliveries again (``raas deliver ID``), from the step that failed."""
+    return RedeliveryOut(branches=redeliver(project_id, ctx.dispatcher, ctx.bus))
 
 
 @router.put("/projects/{project_id}/prompt", openapi_extra=_raw_body("text/markdown", "The new PROMPT.md"))

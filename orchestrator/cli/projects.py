@@ -8,7 +8,7 @@ import time
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -138,6 +138,8 @@ def status(project_id: str, as_json: JsonFlag = False) -> None:
             f"source: {project['source_repo']} {project['source_ref']} at {project['source_commit'][:12]}"
         )
         out.print(source, highlight=False, markup=False)
+    for line in delivery_lines(project.get("deliveries") or []):
+        out.print(line, highlight=False, markup=False)
     if project.get("memory"):
         out.print(memory_line(MemorySizeOut.model_validate(project["memory"])), highlight=False, markup=False)
     if project.get("waiting_for_worker_since"):
@@ -296,6 +298,31 @@ def diff(
 ) -> None:
     """Show what the agents changed in the workspace (git diff)."""
     sys.stdout.write(api().diff(project_id, iteration))
+
+
+def delivery_lines(deliveries: list[dict[str, Any]]) -> list[str]:
+    """Each delivery's branch, state and pull request, as ``raas status`` shows them."""
+    lines = []
+    for row in deliveries:
+        what = f"task {row['task_key']}" if row["task_key"] else "project"
+        line = f"delivery: {what} -> {row['branch']}  {row['status']}"
+        if row.get("pull_request_url"):
+            line += f"  {row['pull_request_url']}"
+        if row["status"] == "failed" and row.get("error"):
+            line += f"  ({row['error']})"
+        lines.append(line)
+    return lines
+
+
+@app.command(rich_help_panel=PROJECTS)
+def deliver(project_id: str, as_json: JsonFlag = False) -> None:
+    """Try a project's failed deliveries again (its branches and pull request), from the failed step."""
+    answer = api().request("POST", f"/v1/projects/{project_id}/deliver")
+    if as_json:
+        print_json(answer)
+        return
+    for branch in answer["branches"]:
+        sys.stdout.write(f"{project_id} delivering {branch}\n")
 
 
 def memory_line(size: MemorySizeOut) -> str:

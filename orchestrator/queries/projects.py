@@ -12,8 +12,8 @@ from orchestrator.scheduling.lookup import get_project_row
 from shared import events
 from shared.db import session_scope
 from shared.errors import Conflict, NotFound
-from shared.models import Agent, Iteration, Message, Project
-from shared.schemas import AgentOut, EventOut, IterationOut, ProjectDetail, ProjectOut
+from shared.models import Agent, Delivery, Iteration, Message, Project
+from shared.schemas import AgentOut, DeliveryOut, EventOut, IterationOut, ProjectDetail, ProjectOut
 
 
 def project_detail(project_id: str) -> ProjectDetail:
@@ -39,6 +39,12 @@ def project_detail(project_id: str) -> ProjectDetail:
             output_tokens=int(tokens[1]),
             last_event_seq=project.last_event_seq,
             memory=memory_size(session, project),
+            deliveries=[
+                DeliveryOut.model_validate(d)
+                for d in session.scalars(
+                    select(Delivery).where(Delivery.project_id == project_id).order_by(Delivery.created_at)
+                )
+            ],
         )
 
 

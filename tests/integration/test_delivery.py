@@ -24,10 +24,13 @@ from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
+from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import select
 
-from orchestrator.delivery import deliver, redeliver
+from orchestrator.api import create_app
+from orchestrator.cli.projects import delivery_lines
+from orchestrator.delivery import deliver
 from orchestrator.remotes.credentials import set_credential
 from orchestrator.scheduling import lifecycle
 from orchestrator.scheduling.lookup import get_project_row
@@ -36,7 +39,6 @@ from orchestrator.scheduling.reconcile import Reconciler
 from orchestrator.scheduling.transitions import pause_for_budget
 from shared import events
 from shared.db import session_scope
-from shared.errors import Conflict
 from shared.events import NullBus
 from shared.models import (
     Base,
@@ -341,19 +343,33 @@ def test_a_forge_refusal_is_reported_in_its_words_the_branch_stays_pushed_and_ra
     assert world.server.branches(REPO)[f"raas/{project_id}/project"] == head
     assert world.forge.pulls(REPO) == []
 
-    # When the user retries (raas deliver), through a rate limit
+    # When the user retries (raas deliver: POST /v1/projects/ID/deliver), through a rate limit
     world.forge.fail("POST", r"/pulls$", 429, {"message": "slow down"}, headers={"Retry-After": "0"})
     pushes = world.pushes()
-    assert redeliver(project_id, world.coordinator.dispatcher, NullBus()) == [f"raas/{project_id}/project"]
-    world.deliver_all()
+    app = create_app(world.settings, world.coordinator.dispatcher, NullBus())
+    auth = {"Authorization": f"Bearer {world.settings.api_token.get_secret_value()}"}
+    with TestClient(app) as client:
+        retried = client.post(f"/v1/projects/{project_id}/deliver", headers=auth)
+        assert retried.status_code == 200, retried.text
+        assert retried.json() == {"branches": [f"raas/{project_id}/project"]}
+        world.deliver_all()
 
-    # Then the pull request is opened once, a draft, and nothing was pushed again
-    [pull] = world.forge.pulls(REPO)
-    assert pull["draft"] is True
-    assert world.pushes() == pushes
-    assert _deliveries(project_id)["project"].status == DeliveryStatus.DELIVERED
-    with pytest.raises(Conflict, match="no failed delivery"):
-        redeliver(project_id, world.coordinator.dispatcher, NullBus())
+        # Then the pull request is opened once, a draft, and nothing was pushed again
+        [pull] = world.forge.pulls(REPO)
+        assert pull["draft"] is True
+        assert world.pushes() == pushes
+        # And the status shows each branch and the pull request's address
+        shown = client.get(f"/v1/projects/{project_id}", headers=auth).json()["deliveries"]
+        assert [(d["branch"], d["status"]) for d in shown][-1] == (f"raas/{project_id}/project", "delivered")
+        assert shown[-1]["pull_request_url"] == pull["html_url"]
+        assert (
+            f"delivery: project -> raas/{project_id}/project  delivered  {pull['html_url']}"
+            in delivery_lines(shown)
+        )
+        # And a retry with nothing failed is refused in one line
+        again = client.post(f"/v1/projects/{project_id}/deliver", headers=auth)
+        assert again.status_code == 409
+        assert "no failed delivery" in again.json()["detail"]
 
 
 RUN_ONE_DELIVERY = (
