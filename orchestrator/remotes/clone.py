@@ -19,7 +19,7 @@ from orchestrator.remotes.credentials import Credential, git_auth, scrub
 from shared.errors import InvalidInput
 
 CLONE_TIMEOUT_S = 600.0
-_SCP_LIKE = re.compile(r"^(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9.-]+):(?P<path>[^/].*|/.+)$")
+_SCP_LIKE = re.compile(r"^(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9.-]+):(?P<path>[^/:].*|/.+)$")
 _REF = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)(?!.*\.lock$)[A-Za-z0-9._/-]+(?<![/.])$")
 # Every transport but these is refused inside git too (ext::, file, fd, ...), redirects included.
 _PROTOCOLS = [

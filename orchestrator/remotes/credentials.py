@@ -197,7 +197,7 @@ def git_auth(credential: Credential | None) -> Iterator[tuple[list[str], dict[st
     if credential is None:
         yield options, env
         return
-    if credential.kind is CredentialKind.TOKEN:
+    if credential.kind is not CredentialKind.SSH_KEY:
         options += ["-c", f"credential.helper={_HELPER}"]
         env |= {"RAAS_GIT_USERNAME": credential.username or "git", "RAAS_GIT_SECRET": credential.secret}
         yield options, env
