@@ -285,6 +285,7 @@ class IterationRunner:
             open_lease=self.open_lease or self._gateway_lease,
             emit=emit,
             timeout_s=self.settings.harness_timeout_s,
+            on_host=self.settings.harness_on_host,
         ).run()
 
     def _gateway_lease(self, claim: Claim, emit: Emit, harness: str) -> LlmLease:

@@ -34,6 +34,7 @@ from shared.harnesses import check_binaries
 from shared.models import PauseReason, Project, ProjectStatus
 from shared.project_config import ProjectConfig
 from shared.settings import Settings
+from workers.harness.session import check_host_run
 from workers.llm import client as llm
 from workers.sandbox.choice import SandboxChoice, SandboxKind, choose_sandbox
 
@@ -90,6 +91,9 @@ def check(directory: Path, sandbox: str | None, tmp: Path) -> CheckedRun:
         raise InvalidInput(msg)
     kind = typing.cast(SandboxKind, sandbox or settings.sandbox)
     choice = choose_sandbox(kind, settings.sandbox_image)
+    warning = check_host_run(config.harnesses_in_use(), choice.kind == "local", settings.harness_on_host)
+    if warning is not None:
+        choice = SandboxChoice(choice.config, f"{choice.notice}\n{warning}" if choice.notice else warning)
     prepare_data_dir(settings)
     return CheckedRun(directory, archive, settings, config, choice)
 

@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+from shared.errors import InvalidInput
 from shared.models import IterationStatus, ProjectStatus
 from tests.support.engine import engine
 from tests.support.records import event_log, everything_recorded, iterations, messages, project, workspace_git
+from workers.harness.session import check_host_run
+from workers.sandbox.factory import LocalSandboxConfig, factory_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "harnesses"
@@ -74,3 +77,41 @@ def test_opencode_writes_runs_and_completes_through_the_relay_and_gateway(
 ) -> None:
     # Its title side-request is a model call too: recorded and charged like the three of the script.
     _run("opencode", "", tmp_path, calls=4)
+
+
+def test_without_docker_a_harness_runs_on_the_host_only_when_the_user_allows_it(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    # Given the local sandbox (no Docker) and a Codex project
+    toml = '[harnesses.codex]\nmodel = "gpt-5.5"\n[pricing."gpt-5.5"]\ninput = 1.25\noutput = 10\n'
+    raas_toml = f'harness = "codex"\ncompletion_marker = "{DONE}"\n{toml}'
+    with engine(_script("codex"), tmp_path, anthropic_api_key=SecretStr(ANTHROPIC_KEY)) as eng:
+        eng.sandbox_factory = factory_for(LocalSandboxConfig())
+        eng.settings = eng.settings.model_copy(
+            update={"openai_api_key": SecretStr(OPENAI_KEY), "openai_base_url": f"{eng.model.base_url}/v1"}
+        )
+        # When the user has not allowed it, the iteration is refused in one line and nothing runs
+        refused = eng.submit(prompt="Write hello.py and run it.", raas_toml=raas_toml)
+        eng.run_next(refused)
+        iteration = iterations(refused)[0]
+        assert iteration.status is IterationStatus.FAILED
+        assert "RAAS_HARNESS_ON_HOST=1" in (iteration.error or "")
+        assert eng.requests(refused) == []
+
+        # When they have, Codex runs on the host against the gateway and completes
+        eng.settings = eng.settings.model_copy(update={"harness_on_host": True})
+        allowed = eng.submit(prompt="Write hello.py and run it.", raas_toml=raas_toml)
+        eng.run_next(allowed)
+        iteration = iterations(allowed)[0]
+        assert iteration.completed_task, iteration.error
+        assert workspace_git(eng, allowed, "show", "main:hello.py") == "print('hello from codex')"
+
+
+def test_an_embedded_run_says_so_or_refuses_before_starting() -> None:
+    assert check_host_run({"api"}, local=True, allowed=False) is None
+    assert check_host_run({"api", "codex"}, local=False, allowed=False) is None
+    warning = check_host_run({"api", "codex"}, local=True, allowed=True)
+    assert warning is not None
+    assert "privileges" in warning
+    with pytest.raises(InvalidInput, match="RAAS_HARNESS_ON_HOST=1"):
+        check_host_run({"claude-code"}, local=True, allowed=False)

@@ -19,18 +19,20 @@ from workers.records import Claim
 from workers.sandbox.container import AGENT_HOME
 
 SOCKET_DIR = "/run/raas"  # where the gateway's lease directory is mounted (llm.sock inside)
-SOCKET = f"{SOCKET_DIR}/llm.sock"
 COMPLETION_FILE = ".raas/complete"
 #: Retries of a failed model call: few, so a dead gateway does not hold an iteration for minutes.
 MAX_RETRIES = 3
 
 _QUIET = {
-    "HOME": AGENT_HOME,
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "DISABLE_TELEMETRY": "1",
     "DISABLE_ERROR_REPORTING": "1",
     "DISABLE_AUTOUPDATER": "1",
 }
+
+
+def _quiet(places: Places) -> dict[str, str]:
+    return {"HOME": places.home, **_QUIET}
 
 
 @dataclass(frozen=True)
@@ -39,14 +41,31 @@ class Invocation:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def instructions(claim: Claim) -> tuple[str, str]:
+@dataclass(frozen=True)
+class Places:
+    """Where the CLI finds what it needs: in the container (:func:`in_container`), or on the host
+    when the user lets a harness run without Docker."""
+
+    binary: str
+    socket: str = f"{SOCKET_DIR}/llm.sock"
+    home: str = AGENT_HOME
+    workspace: str = "/workspace"
+    relay: str = "/opt/raas/relay.py"
+    relay_port: int = 8765
+
+
+def in_container(harness: str) -> Places:
+    return Places(binary=HARNESSES[harness].mount)
+
+
+def instructions(claim: Claim, workspace: str) -> tuple[str, str]:
     """(system text, prompt): the api harness's framing, and how to say the task is done."""
     system = "\n\n".join(block["text"] for block in prompts.system_blocks(claim))
     first = prompts.first_message(claim)["content"][0]["text"]
     done = (
         f"When the whole task is done and verified, and only then, write a short summary of what "
         f"was done to the file {COMPLETION_FILE} in the workspace (create the directory); that "
-        f"ends the task. The workspace is /workspace."
+        f"ends the task. The workspace is {workspace}."
     )
     marker = claim.config.completion_marker
     if marker:
@@ -59,10 +78,10 @@ def session_id(claim: Claim) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"raas:{claim.iteration_id}:{claim.attempt}"))
 
 
-def claude_code(claim: Claim, config: HarnessConfig, token: str) -> Invocation:
-    system, prompt = instructions(claim)
+def claude_code(claim: Claim, config: HarnessConfig, token: str, places: Places) -> Invocation:
+    system, prompt = instructions(claim, places.workspace)
     argv = [
-        HARNESSES["claude-code"].mount,
+        places.binary,
         "-p",
         prompt,
         "--append-system-prompt",
@@ -84,8 +103,8 @@ def claude_code(claim: Claim, config: HarnessConfig, token: str) -> Invocation:
         argv += ["--allowedTools", ",".join(config.allowed_tools)]
     argv += config.args
     env = {
-        **_QUIET,
-        "ANTHROPIC_UNIX_SOCKET": SOCKET,
+        **_quiet(places),
+        "ANTHROPIC_UNIX_SOCKET": places.socket,
         # Both are needed: with the socket alone it speaks TLS into it.
         "ANTHROPIC_BASE_URL": "http://localhost",
         "ANTHROPIC_API_KEY": token,
@@ -97,14 +116,14 @@ def claude_code(claim: Claim, config: HarnessConfig, token: str) -> Invocation:
 # Codex and OpenCode cannot use a unix socket: the gateway's relay (stdlib python3, which the
 # sandbox image has) listens on loopback inside the container and pipes to the socket. The CLI
 # starts once it listens; its config file is written into the tmpfs home from the environment.
-RELAY_MOUNT = "/opt/raas/relay.py"
-RELAY_PORT = 8765
-_RELAYED = f"""
-python3 {RELAY_MOUNT} {RELAY_PORT} {SOCKET} >/tmp/relay.out 2>&1 &
+_RELAYED = """
+python3 "$RAAS_RELAY" "$RAAS_RELAY_PORT" "$RAAS_SOCKET" >"$HOME/relay.out" 2>&1 &
 tries=0
-until grep -q listening /tmp/relay.out 2>/dev/null; do
+until grep -q listening "$HOME/relay.out" 2>/dev/null; do
   tries=$((tries + 1))
-  if [ "$tries" -gt 400 ]; then echo "the model relay did not start:" >&2; cat /tmp/relay.out >&2; exit 97; fi
+  if [ "$tries" -gt 400 ]; then
+    echo "the model relay did not start:" >&2; cat "$HOME/relay.out" >&2; exit 97
+  fi
   sleep 0.05
 done
 if [ -n "$RAAS_CODEX_CONFIG" ]; then
@@ -114,13 +133,18 @@ exec "$@"
 """
 
 
-def _relayed(argv: list[str]) -> list[str]:
-    return ["sh", "-c", _RELAYED, "sh", *argv]
+def _relayed(argv: list[str], places: Places) -> tuple[list[str], dict[str, str]]:
+    env = {
+        "RAAS_RELAY": places.relay,
+        "RAAS_RELAY_PORT": str(places.relay_port),
+        "RAAS_SOCKET": places.socket,
+    }
+    return ["sh", "-c", _RELAYED, "sh", *argv], env
 
 
-def codex(claim: Claim, config: HarnessConfig, token: str) -> Invocation:
+def codex(claim: Claim, config: HarnessConfig, token: str, places: Places) -> Invocation:
     """``codex exec --json`` on the Responses API through the relay. Codex has no turn cap."""
-    system, prompt = instructions(claim)
+    system, prompt = instructions(claim, places.workspace)
     toml = f"""model_provider = "raas"
 check_for_update_on_startup = false
 
@@ -129,14 +153,14 @@ enabled = false
 
 [model_providers.raas]
 name = "raas"
-base_url = "http://127.0.0.1:{RELAY_PORT}/v1"
+base_url = "http://127.0.0.1:{places.relay_port}/v1"
 wire_api = "responses"
 env_key = "RAAS_MODEL_TOKEN"
 request_max_retries = {MAX_RETRIES}
 stream_max_retries = {MAX_RETRIES}
 """
     argv = [
-        HARNESSES["codex"].mount,
+        places.binary,
         "exec",
         "--json",
         "--skip-git-repo-check",
@@ -148,19 +172,21 @@ stream_max_retries = {MAX_RETRIES}
     if config.model:
         argv += ["--model", config.model]
     argv += [*config.args, f"{system}\n\n{prompt}"]
+    relayed, relay_env = _relayed(argv, places)
     env = {
-        **_QUIET,
+        **_quiet(places),
+        **relay_env,
         # Codex refuses to make its helper links when CODEX_HOME is under /tmp.
-        "CODEX_HOME": f"{AGENT_HOME}/.codex",
+        "CODEX_HOME": f"{places.home}/.codex",
         "RAAS_CODEX_CONFIG": toml,
         "RAAS_MODEL_TOKEN": token,
     }
-    return Invocation(_relayed(argv), env)
+    return Invocation(relayed, env)
 
 
-def opencode(claim: Claim, config: HarnessConfig, token: str) -> Invocation:
+def opencode(claim: Claim, config: HarnessConfig, token: str, places: Places) -> Invocation:
     """``opencode run --format json`` on the Anthropic API through the relay. It has no turn cap."""
-    system, prompt = instructions(claim)
+    system, prompt = instructions(claim, places.workspace)
     model = config.model or claim.config.model
     settings = {
         "autoupdate": False,
@@ -168,11 +194,13 @@ def opencode(claim: Claim, config: HarnessConfig, token: str) -> Invocation:
         "model": f"anthropic/{model}",
         # Its title side-request goes to small_model: the same model, so it is priced as the rest.
         "small_model": f"anthropic/{model}",
-        "provider": {"anthropic": {"options": {"baseURL": f"http://127.0.0.1:{RELAY_PORT}/v1"}}},
+        "provider": {"anthropic": {"options": {"baseURL": f"http://127.0.0.1:{places.relay_port}/v1"}}},
     }
-    argv = [HARNESSES["opencode"].mount, "run", "--format", "json", *config.args, f"{system}\n\n{prompt}"]
+    argv = [places.binary, "run", "--format", "json", *config.args, f"{system}\n\n{prompt}"]
+    relayed, relay_env = _relayed(argv, places)
     env = {
-        **_QUIET,
+        **_quiet(places),
+        **relay_env,
         "ANTHROPIC_API_KEY": token,
         "OPENCODE_CONFIG_CONTENT": json.dumps(settings),
         "OPENCODE_DISABLE_AUTOUPDATE": "1",
@@ -181,4 +209,4 @@ def opencode(claim: Claim, config: HarnessConfig, token: str) -> Invocation:
         "OPENCODE_DISABLE_SHARE": "1",
         "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
     }
-    return Invocation(_relayed(argv), env)
+    return Invocation(relayed, env)

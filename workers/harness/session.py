@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,10 +21,11 @@ from typing import Protocol
 
 from shared.errors import InvalidInput
 from shared.events import EventData
-from shared.harnesses import HARNESSES, HarnessConfig, check_binary
+from shared.harnesses import HarnessConfig, check_binary
 from shared.models import ErrorKind
 from workers.agent.session import Emit, SessionFailure, SessionResult
 from workers.gateway import relay
+from workers.gateway.server import SOCKET_NAME
 from workers.harness import commands
 from workers.harness.ending import Finished, GatewayVerdict, RunEnd, judge
 from workers.harness.parse_claude import ClaudeParser
@@ -32,6 +34,7 @@ from workers.harness.parse_opencode import OpenCodeParser
 from workers.records import Claim
 from workers.sandbox.base import Sandbox
 from workers.sandbox.container import SandboxMounts
+from workers.sandbox.local import LocalSandbox
 
 log = logging.getLogger(__name__)
 NOTE_MAX_BYTES = 64 * 1024
@@ -92,6 +95,7 @@ class HarnessSession:
         open_lease: OpenLease,
         emit: Emit,
         timeout_s: float,
+        on_host: bool = False,
     ) -> None:
         self.claim = claim
         self.harness = harness
@@ -101,6 +105,8 @@ class HarnessSession:
         self.open_lease = open_lease
         self.emit = emit
         self.timeout_s = timeout_s
+        # Whether the user lets a harness run without Docker, with the host user's privileges.
+        self.on_host = on_host
 
     def run(self) -> SessionResult:
         try:
@@ -109,26 +115,25 @@ class HarnessSession:
             raise SessionFailure(ErrorKind.INTERNAL, str(exc)) from exc
         lease = self.open_lease(self.claim, self.emit, self.harness)
         try:
-            read_only = [
-                (str(binary), HARNESSES[self.harness].mount),
-                (str(lease.directory), commands.SOCKET_DIR),
-            ]
+            inside = commands.in_container(self.harness)
+            read_only = [(str(binary), inside.binary), (str(lease.directory), commands.SOCKET_DIR)]
             if CLIS[self.harness].relayed:
-                read_only.append((str(RELAY_SOURCE), commands.RELAY_MOUNT))
+                read_only.append((str(RELAY_SOURCE), inside.relay))
             mounts = SandboxMounts(read_only=tuple(read_only), home=True)
-            parser, finished = self._run_cli(mounts, lease.token)
+            parser, finished = self._run_cli(mounts, lease, binary)
             note = take_completion_note(self.workdir)
             return judge(parser.end, finished, lease.stats(), self.claim.config.completion_marker, note)
         finally:
             lease.close()
 
-    def _run_cli(self, mounts: SandboxMounts, token: str) -> tuple[Parser, Finished]:
+    def _run_cli(self, mounts: SandboxMounts, lease: LlmLease, binary: Path) -> tuple[Parser, Finished]:
         config = self.claim.config.harness_config_for(self.claim.category)
         cli = CLIS[self.harness]
-        invocation = cli.invocation(self.claim, config, token)
         parser = cli.parser()
         sandbox = self.start_sandbox(mounts)
         try:
+            places = self._places(sandbox, lease, binary)
+            invocation = cli.invocation(self.claim, config, lease.token, places)
             process = sandbox.spawn(invocation.argv, invocation.env, self.timeout_s)
             for line in process.lines():
                 for event in parser.feed(line):
@@ -140,6 +145,52 @@ class HarnessSession:
         )
         log.info("iteration %s: %s exited with %s", self.claim.iteration_id, self.harness, process.exit_code)
         return parser, finished
+
+    def _places(self, sandbox: Sandbox, lease: LlmLease, binary: Path) -> commands.Places:
+        """The container's paths; or the host's, when there is no Docker and the user allows it."""
+        if not isinstance(sandbox, LocalSandbox):
+            return commands.in_container(self.harness)
+        if not self.on_host:
+            raise SessionFailure(ErrorKind.INTERNAL, host_refusal(self.harness))
+        return commands.Places(
+            binary=str(binary),
+            socket=str(lease.directory / SOCKET_NAME),
+            home=sandbox.home,
+            workspace=sandbox.workspace_path,
+            relay=str(RELAY_SOURCE),
+            relay_port=_free_port(),
+        )
+
+
+def host_refusal(harness: str) -> str:
+    return (
+        f"harness {harness} runs only in a Docker sandbox here; start Docker, or set "
+        "RAAS_HARNESS_ON_HOST=1 to let it run on this host with your user's privileges"
+    )
+
+
+def check_host_run(harnesses: set[str], local: bool, allowed: bool) -> str | None:
+    """Whether an embedded run may start: what it must say on stderr first (None: nothing).
+
+    Raises:
+        InvalidInput: an agent CLI would run on the local sandbox and the user did not allow it.
+    """
+    clis = sorted(harnesses - {"api"})
+    if not local or not clis:
+        return None
+    if not allowed:
+        raise InvalidInput(host_refusal(clis[0]))
+    return (
+        f"warning: {', '.join(clis)} runs on this host without a sandbox (RAAS_HARNESS_ON_HOST): "
+        "the agent has your user's privileges, files and network"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def take_completion_note(workdir: Path) -> str | None:

@@ -18,9 +18,10 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import TypeVar
 
-from shared.errors import InvalidInput, PathOutsideWorkspace
+from shared.errors import InvalidInput, PathOutsideWorkspace, SandboxError
 from workers.sandbox import helper
-from workers.sandbox.base import ExecResult, Sandbox, SandboxLimits
+from workers.sandbox.base import AgentProcess, ExecResult, Sandbox, SandboxLimits
+from workers.sandbox.process import HostProcess
 
 T = TypeVar("T")
 READ_LIMIT_BYTES = 32 * 1024**2
@@ -84,6 +85,18 @@ class LocalSandbox(Sandbox):
             )
             return ExecResult.from_capped(**result)
         return self._grep_python(pattern, argv[-1] if "--" in argv else ".", glob, ignore_case)
+
+    @property
+    def home(self) -> str:
+        """The sandbox's own HOME (removed with it)."""
+        return self._home
+
+    def spawn(self, argv: list[str], env: dict[str, str], timeout_s: float) -> AgentProcess:
+        """Run an agent CLI on the host in the workspace, with the host user's privileges."""
+        if self._closed:
+            msg = "the local sandbox is closed"
+            raise SandboxError(msg)
+        return HostProcess(argv, {**self._env, **env}, self.workspace_path, timeout_s)
 
     def close(self) -> None:
         if not self._closed:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import signal
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -101,3 +104,53 @@ class ContainerProcess:
             self.exit_code = self._api.exec_inspect(self._exec_id).get("ExitCode")
         except (APIError, DockerException, OSError) as e:
             log.info("cannot read the agent process's exit code: %s", e)
+
+
+class HostProcess:
+    """An agent CLI run straight on the host (the local sandbox): same interface, no isolation.
+
+    It runs in a session of its own, so the deadline kills it and whatever it started.
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str], workdir: str, timeout_s: float) -> None:
+        self._proc = subprocess.Popen(  # noqa: S603  (the pinned agent CLI, as the user allowed)
+            argv,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self._stderr = bytearray()
+        self._reader = threading.Thread(target=self._read_stderr, name="agent-stderr", daemon=True)
+        self._reader.start()
+        self._timer = threading.Timer(timeout_s, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+        self.timed_out = False
+        self.exit_code: int | None = None
+
+    def lines(self) -> Iterator[str]:
+        assert self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            yield raw.decode(errors="replace").rstrip("\n")
+        self.exit_code = self._proc.wait()
+        self._timer.cancel()
+        self._reader.join(timeout=5)
+
+    def stderr_tail(self, max_lines: int = 20) -> str:
+        lines = self._stderr.decode(errors="replace").strip().splitlines()
+        return "\n".join(lines[-max_lines:])
+
+    def _read_stderr(self) -> None:
+        stream = self._proc.stderr
+        assert stream is not None
+        while chunk := os.read(stream.fileno(), 65536):
+            self._stderr += chunk
+            del self._stderr[:-STDERR_KEEP_BYTES]
+
+    def _expire(self) -> None:
+        self.timed_out = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
