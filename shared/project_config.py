@@ -11,6 +11,7 @@ import tomllib
 from decimal import Decimal
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -179,6 +180,17 @@ class DeliveryConfig(_Strict):
         description="The forge's REST API root; https://api.github.com for github.com, "
         "https://HOST/api/v4 for GitLab, when not given.",
     )
+
+    @field_validator("remote")
+    @classmethod
+    def _remote_carries_no_credential(cls, value: str | None) -> str | None:
+        if value is not None and "://" in value:
+            parts = urlsplit(value)
+            if parts.password is not None or (parts.username is not None and parts.scheme != "ssh"):
+                msg = "the URL carries a user name or password; give it without and store the credential "
+                msg += "with `raas credentials set HOST`"
+                raise ValueError(msg)
+        return value
 
     @field_validator("branch")
     @classmethod
@@ -386,7 +398,11 @@ def describe_validation_error(source: str, error: ValidationError) -> str:
     loc = ".".join(str(part) for part in first["loc"])
     where = f"{source}: {loc}: " if loc else f"{source}: "
     given = first.get("input")
-    shown = "" if first["type"] == "missing" or isinstance(given, dict) else f" (got {given!r})"
+    # A URL is never repeated: it may carry a credential.
+    hidden = (
+        first["type"] == "missing" or isinstance(given, dict) or first["loc"][-1:] in (("remote",), ("repo",))
+    )
+    shown = "" if hidden else f" (got {given!r})"
     text = str(first["msg"]).removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         keys = _keys_at(first["loc"][:-1])

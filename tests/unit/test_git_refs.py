@@ -80,3 +80,12 @@ def test_a_template_making_invalid_ref_names_is_refused_in_one_line(template: st
     assert says in message
     assert "\n" not in message
     assert check_branch_template(template) is not None
+
+
+def test_a_delivery_remote_carrying_a_credential_is_refused_without_repeating_it() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse_project_config('[delivery]\nremote = "https://bob:s3cret-token@git.example.org/a/b.git"\n')
+
+    message = str(caught.value)
+    assert message.startswith("raas.toml: delivery.remote: the URL carries a user name or password")
+    assert "s3cret-token" not in message
