@@ -2,16 +2,27 @@
 # The demo: sets everything up, then runs examples/hello end to end.
 #   bash scripts/demo.sh                 the embedded default: `raas run` (SQLite, in-process worker)
 #   bash scripts/demo.sh --distributed   a coordinator, a worker and Postgres/Redis, each its own process
-# With no ANTHROPIC_API_KEY, the bundled scripted model answers (examples/scripts/hello.json).
+#   bash scripts/demo.sh claude-code     examples/claude-code: Claude Code as the harness, in the
+#                                        sandbox, behind the LLM gateway (either mode; needs Docker)
+# With no ANTHROPIC_API_KEY, the bundled scripted model answers (examples/scripts/EXAMPLE.json).
 # Whatever it starts, it stops on the way out: when the run ends, fails, or on Ctrl-C or SIGTERM.
 # RAAS_DEMO_DIR moves its logs and data (default .data/demo).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MODE="${1:-embedded}"
+MODE=embedded
+EXAMPLE=hello
+for arg in "$@"; do
+    case "$arg" in
+        --distributed) MODE=--distributed ;;
+        claude-code) EXAMPLE=claude-code ;;
+        *) echo "demo.sh: unknown argument $arg; use [claude-code] [--distributed]" >&2; exit 2 ;;
+    esac
+done
 bash "$ROOT/scripts/setup.sh"
 VENV="${RAAS_VENV:-$ROOT/.venv}"
 RAAS="$VENV/bin/raas"
-PROJECT="$ROOT/examples/hello"
+PROJECT="$ROOT/examples/$EXAMPLE"
+SCRIPT="$ROOT/examples/scripts/$EXAMPLE.json"
 RUN_DIR="${RAAS_DEMO_DIR:-$ROOT/.data/demo}"
 mkdir -p "$RUN_DIR/logs"
 
@@ -45,8 +56,8 @@ trap 'exit 129' HUP
 
 if [ -z "${ANTHROPIC_API_KEY:-}" ]; then
     MODEL_PORT="$(free_port)"
-    echo "No ANTHROPIC_API_KEY: the scripted model answers (examples/scripts/hello.json), port $MODEL_PORT"
-    start "$RAAS" scripted-model --script "$ROOT/examples/scripts/hello.json" --port "$MODEL_PORT" \
+    echo "No ANTHROPIC_API_KEY: the scripted model answers (examples/scripts/$EXAMPLE.json), port $MODEL_PORT"
+    start "$RAAS" scripted-model --script "$SCRIPT" --port "$MODEL_PORT" \
         >"$RUN_DIR/logs/scripted-model.log" 2>&1
     export ANTHROPIC_BASE_URL="http://127.0.0.1:$MODEL_PORT"
     wait_for "$ANTHROPIC_BASE_URL/_scripted/health"
