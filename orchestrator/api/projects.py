@@ -13,6 +13,7 @@ from fastapi import Query, Request, Response
 from fastapi.responses import FileResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api.deps import Caller, Ctx, authed_router, save_body
 from orchestrator.api.tenants import check_submission_rate
@@ -71,7 +72,10 @@ async def create_project(
     check_submission_rate(caller)
     body = await save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
-        return submission.create_project(
+        # In a thread: cloning a repository takes as long as the network does, and the event
+        # loop serves the workers' heartbeats and reports meanwhile.
+        return await run_in_threadpool(
+            submission.create_project,
             ctx.workspaces_dir,
             body,
             name,

@@ -56,6 +56,7 @@ def clone_source(
     dest = tmp / "source.git"
     name, commit = clone_branch(remote, branch, credential, dest)
     _refuse_unsupported(dest, commit, remote)
+    _refuse_too_large(dest, commit, remote)
     return Source(remote=remote, ref=name, commit=commit, clone=dest)
 
 
@@ -76,6 +77,23 @@ def _refuse_unsupported(bare: Path, commit: str, remote: Remote) -> None:
                     "not supported; use a repository without LFS"
                 )
                 raise InvalidInput(msg)
+
+
+def _refuse_too_large(bare: Path, commit: str, remote: Remote) -> None:
+    """The limits of an upload hold for a repository too: every iteration's worker gets the
+    workspace (its history included) as a bundle."""
+    files = len(git(bare, "ls-tree", "-r", "-z", "--name-only", commit).split("\0")) - 1
+    if files > workspace.MAX_FILES:
+        msg = f"repo: {remote.url} has {files} files, more than the limit of {workspace.MAX_FILES}"
+        raise InvalidInput(msg)
+    counts = dict(
+        line.split(": ", 1) for line in git(bare, "count-objects", "-v").splitlines() if ": " in line
+    )
+    packed = (int(counts.get("size", 0)) + int(counts.get("size-pack", 0))) * 1024
+    if packed > workspace.MAX_UPLOAD_BYTES:
+        limit = workspace.MAX_UPLOAD_BYTES // (1024 * 1024)
+        msg = f"repo: {remote.url} is larger than {limit} MiB with its history; use a smaller repository"
+        raise InvalidInput(msg)
 
 
 def read_file(bare: Path, commit: str, path: str) -> str | None:
