@@ -27,7 +27,8 @@ from orchestrator.embedded.engine import EmbeddedEngine, embedded_settings, prep
 from orchestrator.embedded.live import RunView
 from orchestrator.queries import projects
 from orchestrator.scheduling import submission, workspace
-from shared.archive import pack_directory
+from orchestrator.scheduling.prompt import PROMPT_FILE
+from shared.archive import pack_directory, pack_files
 from shared.db import session_scope
 from shared.errors import InvalidInput
 from shared.harnesses import check_binaries
@@ -83,7 +84,14 @@ def check(directory: Path, sandbox: str | None, tmp: Path) -> CheckedRun:
     _, config = submission.read_project_files(directory)
     check_binaries(config.harnesses_in_use(), settings.harness_cache)
     archive = tmp / "project.tar.gz"
-    archive.write_bytes(pack_directory(directory))
+    if config.source.repo:
+        # The workspace is the repository's branch: the directory gives the prompt and settings only.
+        service = [name for name in (PROMPT_FILE, submission.CONFIG_FILE) if (directory / name).is_file()]
+        archive.write_bytes(
+            pack_files({name: (directory / name).read_text(encoding="utf-8") for name in service})
+        )
+    else:
+        archive.write_bytes(pack_directory(directory))
     workspace.unpack_upload(archive, tmp / "check")  # what create_project will refuse, refused now
     llm.make_client(settings).close()
     if shutil.which("git") is None:

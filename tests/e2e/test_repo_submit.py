@@ -6,6 +6,9 @@ at submission and creates nothing; the secret is in none of the processes' logs.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +21,8 @@ from shared.models import Project, ProjectStatus
 from tests.support.faults import wait_until
 from tests.support.git_server import GitServer, git, serve_git
 from tests.support.stack import Stack
+from workers.scripted_model.script import Script
+from workers.scripted_model.server import ScriptedModelServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -114,3 +119,38 @@ def test_submit_from_a_repository_through_the_cli(
     logs = stack.logs() + "".join(p.read_text(errors="replace") for p in stack.log_dir.glob("*.log"))
     assert git_server.password not in logs
     assert "not-the-token" not in logs
+
+
+def test_raas_run_starts_from_the_repository_in_raas_toml(git_server: GitServer, tmp_path: Path) -> None:
+    # A public repository: the embedded run has no stored credential and needs none.
+    git_server.anonymous_read = True
+    url = git_server.create_repo("app", {"README.md": "hi\n"})
+    directory = tmp_path / "project"
+    directory.mkdir()
+    (directory / "PROMPT.md").write_text("Write NOTES.md.\n")
+    toml = f'completion_marker = "{MARKER}"\nmax_iterations = 1\n[source]\nrepo = "{url}"\nref = "main"\n'
+    (directory / "raas.toml").write_text(toml)
+    (directory / "local-only.txt").write_text("not part of the workspace\n")
+    data_dir = tmp_path / "data"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("RAAS_DATABASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "RAAS_SANDBOX")
+    }
+    with ScriptedModelServer(Script.model_validate(SCRIPT)) as model:
+        env |= {"RAAS_DATA_DIR": str(data_dir), "ANTHROPIC_BASE_URL": model.base_url, "RAAS_SANDBOX": "local"}
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "run", str(directory)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    bare = next((data_dir / "workspaces").glob("*.git"))
+    source_commit = git_server.branches("app")["main"]
+    assert git("rev-parse", "main~1", cwd=bare) == source_commit
+    assert git("show", "main:NOTES.md", cwd=bare) == "n"
+    assert git("show", "main:README.md", cwd=bare) == "hi"
+    assert "local-only.txt" not in git("ls-tree", "-r", "--name-only", "main", cwd=bare)
+    assert "anonymous" in git_server.auth_outcomes()

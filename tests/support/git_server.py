@@ -46,7 +46,7 @@ class Request:
     method: str
     path: str
     username: str | None
-    auth: str  # "ok", "missing" (no Authorization header) or "wrong"
+    auth: str  # "ok", "missing" (no Authorization header), "wrong" or "anonymous" (let in without one)
     status: int
 
 
@@ -76,6 +76,8 @@ class GitServer:
     username: str = "alice"
     password: str = field(default_factory=lambda: "tok-" + secrets.token_hex(12))
     users: dict[str, str] = field(default_factory=dict)
+    # Anyone may clone and fetch without a credential (a public repository); pushing still needs one.
+    anonymous_read: bool = False
     requests: list[Request] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -241,7 +243,9 @@ def _handler(server: GitServer) -> type[BaseHTTPRequestHandler]:
         def _serve(self) -> None:
             path, _, query = self.path.partition("?")
             username, auth = _credential(self.headers.get("Authorization"), server.users)
-            if auth != "ok":
+            if auth == "missing" and server.anonymous_read and "receive-pack" not in self.path:
+                auth = "anonymous"  # a public repository: reading needs no credential
+            if auth not in ("ok", "anonymous"):
                 server.record(Request(self.command, path, username, auth, 401))
                 self._body()
                 self.send_response(401)
@@ -253,9 +257,7 @@ def _handler(server: GitServer) -> type[BaseHTTPRequestHandler]:
             env = _cgi_env(server.root, self.command, path, query, self.headers, username or "", len(body))
             env["REMOTE_ADDR"] = self.client_address[0]
             done = subprocess.run([HTTP_BACKEND], input=body, env=env, capture_output=True)
-            status, headers, payload = _cgi_response(done.stdout)
-            if done.returncode and not done.stdout:
-                status = 500
+            status, headers, payload = _cgi_response(done.stdout) if done.stdout else (500, [], b"")
             server.record(Request(self.command, path, username, auth, status))
             self.send_response(status)
             for key, value in headers:
