@@ -10,7 +10,7 @@
   const timeline = document.getElementById("timeline");
   const streamState = document.getElementById("stream-state");
   const LIFECYCLE = /^(project_|iteration_|task_|budget_|subagent_|prompt_|circuit_|api_key|no_workers|workers_back)/;
-  const live = { lastSeq: 0, shown: 0, source: null, connects: 0 };
+  const live = { lastSeq: 0, shown: 0, repeated: 0, source: null, connects: 0 };
   window.raasLive = live; // read by the browser tests: what the page has shown
   let selectedAgent = null;
   let cy = null;
@@ -85,7 +85,7 @@
 
   function handle(batch) {
     for (const ev of batch) {
-      if (ev.seq <= live.lastSeq) continue; // already shown (a resumed stream starts after it)
+      if (ev.seq <= live.lastSeq) { live.repeated += 1; continue; } // a resumed stream should start after it
       live.lastSeq = ev.seq;
       live.shown += 1;
       addRow(ev);

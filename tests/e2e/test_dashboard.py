@@ -1,0 +1,204 @@
+"""The dashboard in a real browser (Debian's Chromium through Playwright) while a pipeline
+project with two parallel subagents runs on the scripted model: the page updates live, the
+inspector shows history and diffs, actions change the database, costs match `raas cost --json`,
+a dropped connection resumes gaplessly, tenants are kept apart, and agent text stays text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Dialog, Page, Request, expect, sync_playwright
+
+from orchestrator.api.tenants import create_tenant
+from shared.db import session_scope
+from shared.models import Project, ProjectStatus
+from tests.support.dashboard import CHROMIUM, CHROMIUM_ARGS, dashboard_engine, submit
+from tests.support.stack import RAAS, ROOT_DIR
+
+pytestmark = [pytest.mark.e2e, pytest.mark.docker]
+
+XSS = (
+    "REPORT <script>window.__xss = 1; alert('script')</script> "
+    "<img src=x onerror=\"alert('img')\"> <a href=\"javascript:alert('link')\">click me</a> "
+    "[md](javascript:alert(4))"
+)
+PIPELINE = 'workflow = "pipeline"\ncheck_command = "test -f done.txt"\nresearch = ["searcher", "analyzer"]\n'
+
+
+def _text(words: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": words}]}
+
+
+def _tool(name: str, **args: Any) -> dict[str, Any]:
+    return {"content": [{"type": "tool_use", "name": name, "input": args}]}
+
+
+SCRIPT = {
+    "responses": [
+        _text(XSS),  # the searcher
+        _text(XSS),  # the analyzer (either research agent may run first)
+        _tool("write", path="done.txt", content="yes\n"),  # the builder
+        _tool("task_complete", summary="wrote done.txt"),
+    ],
+    "when_exhausted": "repeat_last",
+}
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def _status(project_id: str) -> ProjectStatus:
+    with session_scope() as session:
+        return session.get_one(Project, project_id).status
+
+
+def _sign_in(page: Page, url: str, token: str) -> None:
+    page.goto(url + "/")
+    page.fill("#token", token)
+    page.click("#sign-in")
+    page.wait_for_url(url + "/")
+
+
+def _agent_button(page: Page, category: str, status: str | None = None) -> Any:
+    selector = f'#agent-list button[data-category="{category}"]'
+    if status:
+        selector += f'[data-status="{status}"]'
+    return page.locator(selector)
+
+
+def test_a_pipeline_is_watched_inspected_steered_and_costed_live_in_a_browser(
+    services: dict[str, str], tmp_path: Path, browser: Browser
+) -> None:
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    _, token_a = create_tenant(f"dash-a-{os.getpid()}-{tmp_path.name[-6:]}")
+    tenant_b, _ = create_tenant(f"dash-b-{os.getpid()}-{tmp_path.name[-6:]}")
+    with dashboard_engine(SCRIPT, tmp_path) as (eng, server):
+        from orchestrator.api.tenants import authenticate
+
+        mine = submit(eng, PIPELINE, authenticate(token_a, "-").tenant_id)
+        theirs = submit(eng, PIPELINE, tenant_b)
+        page = browser.new_page()
+        dialogs: list[str] = []
+        foreign: list[str] = []
+
+        def on_dialog(dialog: Dialog) -> None:
+            dialogs.append(dialog.message)
+            dialog.dismiss()
+
+        def on_request(request: Request) -> None:
+            if not request.url.startswith(server.url):
+                foreign.append(request.url)
+
+        page.on("dialog", on_dialog)
+        page.on("request", on_request)
+
+        # Given tenant A signed in: the list shows A's project and not B's; B's page is a 404
+        _sign_in(page, server.url, token_a)
+        expect(page.locator(f'tr[data-project="{mine}"]')).to_be_visible()
+        assert page.locator(f'tr[data-project="{theirs}"]').count() == 0
+        answer = page.goto(f"{server.url}/projects/{theirs}")
+        assert answer is not None
+        assert answer.status == 404
+        expect(page.locator("#not-found-message")).to_contain_text("no project")
+
+        # When A's project page is open and the research subagents run, the page follows live
+        page.goto(f"{server.url}/projects/{mine}")
+        expect(page.locator("#stream-state")).to_have_text("live")
+        expect(_agent_button(page, "searcher")).to_have_count(1)
+        expect(_agent_button(page, "analyzer")).to_have_count(1)
+        eng.run_next(mine)
+        eng.run_next(mine)
+        expect(_agent_button(page, "searcher", "completed")).to_have_count(1)
+        expect(_agent_button(page, "analyzer", "completed")).to_have_count(1)
+        expect(_agent_button(page, "builder")).to_have_count(1)
+        page.screenshot(path=str(shots / "project-graph.png"), full_page=True)
+
+        # Then clicking the searcher opens its history, where the model's markup is only text
+        _agent_button(page, "searcher").click()
+        expect(page.locator("#inspector-body")).to_be_visible()
+        page.click("#tab-history")
+        expect(page.locator("#history")).to_contain_text("<script>window.__xss = 1;")
+        expect(page.locator("#history")).to_contain_text("onerror")
+        assert page.locator("#history img").count() == 0
+        assert page.locator("#history a").count() == 0
+        assert page.evaluate("window.__xss") is None
+
+        # When the user pauses and resumes from the page, the database follows
+        page.click("#action-pause")
+        expect(page.locator("#msg-pause")).to_contain_text("paused")
+        assert _status(mine) == ProjectStatus.PAUSED
+        expect(page.locator("#project-status")).to_have_text("paused")
+        page.click("#action-resume")
+        expect(page.locator("#msg-resume")).to_contain_text("resumed")
+        assert _status(mine) == ProjectStatus.RUNNING
+        # And an action not allowed now answers the CLI's one-line message beside it
+        page.click("#action-resume")
+        expect(page.locator("#msg-resume")).to_contain_text("only a paused project can be resumed")
+        page.fill("#budget-input", "-3")
+        page.click("#action-budget")
+        expect(page.locator("#msg-budget")).to_contain_text("is not a positive amount of USD")
+        expect(page.locator("tr.type-project_paused")).to_have_count(1)
+        expect(page.locator("tr.type-project_resumed")).to_have_count(1)
+
+        # When the coordinator restarts while the builder works, the page resumes where it was
+        server.stop()
+        eng.run_next(mine)  # the builder: events written while no one serves the page
+        server.start()
+        while eng.dispatcher.pending(mine):
+            eng.run_next(mine)  # the validator
+        assert _status(mine) == ProjectStatus.COMPLETED
+        expect(page.locator("tr.type-project_completed")).to_have_count(1, timeout=30_000)
+        with session_scope() as session:
+            last = session.get_one(Project, mine).last_event_seq
+        seqs = page.eval_on_selector_all("#timeline tr", "rows => rows.map(r => Number(r.dataset.seq))")
+        assert seqs == list(range(1, last + 1))  # every seq exactly once, in order
+        live = page.evaluate("({shown: window.raasLive.shown, repeated: window.raasLive.repeated})")
+        assert live == {"shown": last, "repeated": 0}  # the server resumed after the last seq seen
+
+        # And the builder's outputs show its diff, the new file marked
+        _agent_button(page, "builder").click()
+        page.click("#tab-outputs")
+        expect(page.locator("#outputs .change-new").first).to_contain_text("done.txt")
+        expect(page.locator("#cumulative-diff")).to_contain_text("+yes")
+
+        # And the costs match `raas cost --json`
+        cli = subprocess.run(
+            [*RAAS, "cost", mine, "--json", "--iterations"],
+            env={**os.environ, "RAAS_COORDINATOR_URL": server.url, "RAAS_API_TOKEN": token_a},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert cli.returncode == 0, cli.stderr
+        report = json.loads(cli.stdout)
+        expect(page.locator("#total-usd")).to_have_text(str(Decimal(report["total_usd"])))
+        shown = page.eval_on_selector_all("#receipts tr.receipt", "rows => rows.map(r => r.dataset.cost)")
+        assert [Decimal(c) for c in shown] == [Decimal(r["cost_usd"]) for r in report["receipts"]]
+        page.wait_for_function("document.getElementById('cost-chart').dataset.last !== undefined")
+        charted = float(page.eval_on_selector("#cost-chart", "b => b.dataset.last"))
+        assert charted == pytest.approx(float(report["total_usd"]))
+        page.locator("#costs").scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "project-costs.png"), full_page=True)
+
+        # And nothing any agent wrote ran or reached out
+        assert dialogs == []
+        assert foreign == []
+        page.close()
+    if os.environ.get("RAAS_DASHBOARD_SCREENSHOTS"):  # refresh the README's images
+        for name in ("project-graph.png", "project-costs.png"):
+            shutil.copyfile(shots / name, ROOT_DIR / "docs/img" / f"dashboard-{name}")
