@@ -78,7 +78,7 @@ python_env() {
     fi
 }
 
-apt_install git curl ca-certificates debootstrap iproute2 postgresql-client redis-tools docker-compose
+apt_install git curl ca-certificates debootstrap iproute2 postgresql-client redis-tools docker-compose chromium
 start_postgres
 start_redis
 start_docker
