@@ -252,7 +252,9 @@
     if (chart) chart.destroy();
     chart = new uPlot({
       width: Math.max(320, box.clientWidth || 600), height: 200,
-      series: [{}, { label: "cost (USD)", stroke: "#3d8bfd", width: 2 }],
+      // One point (or none) would stretch the time axis over years: keep a minute around it.
+      scales: { x: { time: true, range: (_u, min, max) => (max - min < 60 ? [min - 30, max + 30] : [min, max]) } },
+      series: [{}, { label: "cost (USD)", stroke: "#3d8bfd", width: 2, points: { show: true } }],
       axes: [{}, { values: (_u, ticks) => ticks.map((v) => "$" + v.toFixed(4)) }],
     }, [series.t, series.usd], box);
   }
