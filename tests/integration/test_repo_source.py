@@ -272,3 +272,26 @@ def test_a_tenants_credential_serves_only_that_tenant(
         assert call(token_b, "DELETE", f"/v1/credentials/{_host(git_server)}").status_code == 404
         assert call(token_a, "DELETE", f"/v1/credentials/{_host(git_server)}").status_code == 204
         assert call(token_a, "GET", "/v1/credentials").json() == []
+
+
+def test_a_credential_stored_under_another_key_is_named_not_used(
+    database_url: str, redis_url: str, git_server: GitServer, tmp_path: Path
+) -> None:
+    url = git_server.create_repo("app", {"PROMPT.md": "Do it.\n"})
+    with engine(
+        {"responses": [say("unused")]}, tmp_path / "a", secret_key=SecretStr(Fernet.generate_key().decode())
+    ) as eng:
+        _set_credential(eng, git_server)
+    with engine(
+        {"responses": [say("unused")]}, tmp_path / "b", secret_key=SecretStr(Fernet.generate_key().decode())
+    ) as eng:
+        before = _projects()
+        response = _submit(eng, {}, repo=url)
+        assert response.status_code == 422
+        detail = response.json()["detail"]
+        assert detail.startswith(f"the credential for {_host(git_server)} cannot be decrypted")
+        assert detail.endswith("with this coordinator's key; set it again")
+        assert git_server.requests == []  # nothing was sent to the server
+        _nothing_created(eng, before)
+        _set_credential(eng, git_server)
+        assert _submit(eng, {}, repo=url).status_code == 201
