@@ -14,6 +14,7 @@ import typer
 
 from orchestrator.cli import INSPECT, PROJECTS, JsonFlag, api, app, out, print_json
 from orchestrator.cli.exit_codes import ExitCode
+from orchestrator.remotes.clone import parse_remote
 from shared.errors import InvalidInput, ServiceUnavailable
 from shared.event_payloads import (
     AgentOutputChunk,
@@ -63,6 +64,8 @@ def submit(
             repo, ref = repo_from_config, ref or _declared_ref(directory)
     client = api()
     if repo is not None:
+        # Checked here too: a URL carrying a password must not travel (nor land in an access log).
+        parse_remote(repo)
         name = directory.resolve().name if directory is not None else repo.rstrip("/").rsplit("/", 1)[-1]
         files = _repo_overlay(directory, prompt_file)
         project = client.create_project(pack_files(files), name.removesuffix(".git"), repo=repo, ref=ref)

@@ -116,6 +116,13 @@ def test_submit_from_a_repository_through_the_cli(
     assert _projects() == before
     assert "wrong" in git_server.auth_outcomes()
 
+    # A URL carrying the secret is refused before it leaves the CLI (not even the access log has it).
+    with_secret = url.replace("http://", f"http://{git_server.username}:{git_server.password}@")
+    refused = stack.cli("submit", "--repo", with_secret, "--prompt-file", str(prompt))
+    assert refused.returncode != 0
+    assert "carries a user name or password" in refused.stderr
+    assert git_server.password not in refused.stderr
+
     logs = stack.logs() + "".join(p.read_text(errors="replace") for p in stack.log_dir.glob("*.log"))
     assert git_server.password not in logs
     assert "not-the-token" not in logs
