@@ -9,6 +9,7 @@ Everything here blocks (database, Redis, waiting for room): the server runs it o
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -84,6 +85,9 @@ class Gate:
         self._stats = GatewayStats()
         self._lock = threading.Lock()
         self._seq = 0
+        # The tool calls of the last answer, (name, arguments, id), and the ids an MCP call took.
+        self._tool_calls: list[tuple[str, Any, str]] = []
+        self._taken: set[str] = set()
 
     def stats(self) -> GatewayStats:
         with self._lock:
@@ -180,6 +184,7 @@ class Gate:
         price = find_price(model, pricing)
         cost = cost_usd(usage, price) if price is not None else Decimal(0)
         with self._lock:
+            self._tool_calls = _tool_calls(metered.content)
             s = self._stats
             self._stats = replace(
                 s,
@@ -191,12 +196,45 @@ class Gate:
         if settlement is not None and settlement.warn:
             self.emit(BudgetWarning(spent_usd=settlement.spent_usd, limit_usd=settlement.limit_usd))
 
+    def tool_use_id(self, tool: str, args: Any) -> str | None:
+        """The id the model gave the call of ``tool`` with ``args`` in its last answer (once each),
+        for an MCP call that does not carry it: the key that makes its write idempotent. A CLI
+        names our tools its own way (``mcp__raas__memory_write``, ``raas_memory_write``)."""
+        with self._lock:
+            for name, given, use_id in self._tool_calls:
+                named = name == tool or name.endswith(f"_{tool}")
+                if named and given == args and use_id not in self._taken:
+                    self._taken.add(use_id)
+                    return use_id
+        return None
+
     def fail(self, ticket: Ticket, error: str, *, auth: bool = False) -> None:
         """The call failed upstream (its usage unknown): release it, charge nothing."""
         if ticket.admission is not None:
             ticket.admission.adjust(0, 0)
         records.release(self.claim)
         self.note(last_error=error, **({"auth_failed": True} if auth else {}))
+
+
+def _tool_calls(content: list[dict[str, Any]]) -> list[tuple[str, Any, str]]:
+    """(name, arguments, id) of each tool call in an answer: Messages API ``tool_use`` blocks,
+    Responses API ``function_call`` items (their arguments a JSON text)."""
+    calls: list[tuple[str, Any, str]] = []
+    for block in content:
+        name = block.get("name")
+        if block.get("type") == "tool_use":
+            args, use_id = block.get("input"), block.get("id")
+        elif block.get("type") == "function_call":
+            use_id = block.get("call_id")
+            try:
+                args = json.loads(block.get("arguments") or "{}")
+            except (TypeError, ValueError):
+                continue
+        else:
+            continue
+        if isinstance(name, str) and isinstance(use_id, str):
+            calls.append((name, args, use_id))
+    return calls
 
 
 def _max_output(api: Api, body: dict[str, Any]) -> int:

@@ -35,6 +35,7 @@ import httpx
 from shared.errors import InvalidInput
 from shared.settings import Settings
 from workers.gateway.gate import Emit, Gate, GatewayStats, Refused, Ticket
+from workers.gateway.mcp_tools import MCP_PATH, McpEndpoint
 from workers.gateway.metering import Api, Meter
 from workers.llm.ratelimit import RateLimiter
 from workers.records import Claim
@@ -83,6 +84,10 @@ class GatewayLease:
         self._connections: set[asyncio.Task[None]] = set()
         self._call_lock: asyncio.Lock | None = None
         self.revoked = False
+
+    @property
+    def gateway(self) -> Gateway:
+        return self._gateway
 
     @property
     def socket_path(self) -> Path:
@@ -170,6 +175,8 @@ class Gateway:
         self._thread = threading.Thread(target=self.loop.run_forever, name="llm-gateway", daemon=True)
         self._thread.start()
         self.client: httpx.AsyncClient = self.run(_make_client())
+        self.mcp = McpEndpoint()  # the memory and message tools, at /mcp on every lease's socket
+        self.run(self.mcp.start())
         self._closed = False
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -214,6 +221,7 @@ class Gateway:
         if self._closed:
             return
         self._closed = True
+        self.run(self.mcp.stop())
         self.run(self.client.aclose())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
@@ -286,6 +294,9 @@ class _Connection:
         if self.lease.revoked or not self._token_ok(headers):
             await self._error(error_api, 401, "authentication_error", "invalid gateway token")
             return
+        if path == MCP_PATH:
+            await self._mcp(head, body)
+            return
         if api is None:
             await self._error(error_api, 404, "not_found_error", f"the gateway does not serve {path}")
             return
@@ -296,6 +307,14 @@ class _Connection:
             await self._forward(api, head, headers, body, None)
             return
         await self._metered(api, head, headers, body)
+
+    async def _mcp(self, head: h11.Request, body: bytes) -> None:
+        """The coordination tools' MCP endpoint (:mod:`workers.gateway.mcp_tools`), token checked."""
+        status, headers, data = await self.gateway.mcp.handle(
+            self.lease, head.method.decode("latin-1"), head.target.decode("latin-1"), list(head.headers), body
+        )
+        kept = [(k, v) for k, v in headers if k.lower() not in _DROPPED_RESPONSE]
+        await self._send(status, [*kept, ("content-length", str(len(data)))], [data])
 
     def _token_ok(self, headers: dict[str, str]) -> bool:
         given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
