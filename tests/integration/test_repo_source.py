@@ -127,6 +127,9 @@ def test_a_project_from_a_repository_starts_from_its_branch_and_never_sees_the_c
         assert git("show", "main:feature.txt", cwd=bare) == "on the feature branch"
         assert len(git("rev-list", "main", cwd=bare).splitlines()) == 4  # the branch's history too
         assert git("remote", cwd=bare) == ""
+        diff = _api(eng, "GET", f"/v1/projects/{project_id}/diff").text
+        assert "+++ b/NOTES.md" in diff
+        assert "feature.txt" not in diff  # the project's diff starts at the branch's commit
 
         looked = json.dumps(tool_results(bodies(eng, project_id)[1]["messages"][-1]))
         assert "on the feature branch" in looked
