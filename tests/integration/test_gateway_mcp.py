@@ -6,6 +6,7 @@ call the tools; what they write is in the database with its writer and its event
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,10 +27,11 @@ from shared.memory import entries
 from shared.schemas import EventOut
 from shared.settings import get_settings
 from tests.support.engine import Engine, engine
-from tests.support.records import event_log, text
+from tests.support.records import event_log, text, tool
 from workers import records
 from workers.gateway import Gateway, GatewayLease
 from workers.gateway import relay as relay_module
+from workers.scripted_model.script import Script
 
 pytestmark = [pytest.mark.integration]
 
@@ -191,3 +193,64 @@ def test_a_category_without_coordination_gets_no_tools_and_a_wrong_token_is_refu
     assert "no memory or message tools" in refused.content[0].text
     assert bank(claim) == {}
     assert wrong.status_code == 401
+
+
+def run_claude(url: str, token: str, lease: GatewayLease, home: Path) -> subprocess.CompletedProcess[str]:
+    """Claude Code on the host, its model and its MCP server both through the lease."""
+    home.mkdir(exist_ok=True)
+    config = {
+        "mcpServers": {"raas": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}}
+    }
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "IS_SANDBOX": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "ANTHROPIC_UNIX_SOCKET": str(lease.socket_path),
+        "ANTHROPIC_BASE_URL": "http://localhost",
+        "ANTHROPIC_API_KEY": lease.token,
+    }
+    argv = [str(CLAUDE), "-p", "Note the build command.", "--output-format", "stream-json", "--verbose"]
+    argv += ["--model", "claude-sonnet-4-6", "--no-session-persistence", "--max-turns", "3"]
+    argv += ["--mcp-config", json.dumps(config), "--strict-mcp-config", "--dangerously-skip-permissions"]
+    return subprocess.run(argv, env=env, cwd=home, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_claude_code_calls_memory_write_through_mcp_and_the_entry_is_in_the_database(
+    eng: Engine, gateway: Gateway, published: list[EventOut], tmp_path: Path
+) -> None:
+    if not CLAUDE.exists():
+        pytest.fail(f"{CLAUDE} is missing: run bash scripts/setup.sh (it installs the pinned harnesses)")
+    # Given a model whose first answer calls the memory tool as Claude Code names it
+    args = {"key": "build/cmd", "value": "make test", "tags": ["build"]}
+    script = {
+        "responses": [tool("mcp__raas__memory_write", args, use_id="toolu_mcp_1"), text("Noted.")],
+        "when_exhausted": "repeat_last",
+    }
+    eng.model.reset(Script.model_validate(script))
+    with leased(eng, gateway) as (claim, lease), relay(lease) as url:
+        # When Claude Code runs with the lease's /mcp as its MCP server "raas"
+        done = run_claude(url, lease.token, lease, tmp_path / "home")
+
+    # Then the call ran (not denied), and the entry is in the database with its writer, once
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = [
+        block
+        for line in lines
+        if line.get("type") == "user"
+        for block in line["message"]["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+    assert len(results) == 1, lines
+    assert not results[0].get("is_error"), results[0]
+    entry = bank(claim)["build/cmd"]
+    (value,) = entry.values
+    assert (value.value, value.agent_id, value.iteration) == ("make test", claim.agent_id, 1)
+    # keyed by the model's own tool_use id, with its event recorded and published
+    written = event_log(claim.project_id, "memory_written")
+    assert len(written) == 1
+    assert written[0].data["tool_use_id"] == "toolu_mcp_1"
+    assert [e.type for e in published] == ["memory_written"]
