@@ -29,10 +29,12 @@ from shared.settings import Settings
 
 MAX_SECRET_BYTES = 16_384
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})(:\d{1,5})?$")
-# The helper answers git's "get" with the username and secret of the git process's environment.
+# The helper answers git's "get" with the username and secret of the git process's environment,
+# and only for the credential's own host: a redirect to another host gets nothing.
 _HELPER = (
-    '!f() { test "$1" = get || exit 0; printf "username=%s\\npassword=%s\\n" '
-    '"$RAAS_GIT_USERNAME" "$RAAS_GIT_SECRET"; }; f'
+    '!f() { test "$1" = get || exit 0; h=; while IFS= read -r l; do case "$l" in host=*) h="${l#host=}";; '
+    'esac; done; test "$(printf %s "$h" | tr A-Z a-z)" = "$RAAS_GIT_HOST" || exit 0; '
+    'printf "username=%s\\npassword=%s\\n" "$RAAS_GIT_USERNAME" "$RAAS_GIT_SECRET"; }; f'
 )
 
 
@@ -199,7 +201,11 @@ def git_auth(credential: Credential | None) -> Iterator[tuple[list[str], dict[st
         return
     if credential.kind is not CredentialKind.SSH_KEY:
         options += ["-c", f"credential.helper={_HELPER}"]
-        env |= {"RAAS_GIT_USERNAME": credential.username or "git", "RAAS_GIT_SECRET": credential.secret}
+        env |= {
+            "RAAS_GIT_HOST": credential.host,
+            "RAAS_GIT_USERNAME": credential.username or "git",
+            "RAAS_GIT_SECRET": credential.secret,
+        }
         yield options, env
         return
     with tempfile.TemporaryDirectory(prefix="raas-ssh-") as tmp:

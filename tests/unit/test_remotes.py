@@ -101,6 +101,16 @@ def test_the_helper_answers_git_with_the_credential_of_that_process_only(tmp_pat
             check=True,
         )
     assert "username=bot\npassword=tok-s3cr3t-value\n" in done.stdout
+    with git_auth(TOKEN) as (options, env):
+        elsewhere = subprocess.run(
+            ["git", *options, "credential", "fill"],
+            input="protocol=https\nhost=redirected.example.net\n\n",
+            env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", **env},
+            capture_output=True,
+            text=True,
+        )
+    assert "s3cr3t" not in elsewhere.stdout  # another host (a redirect) is not given the secret
+    assert elsewhere.returncode != 0
     assert all("s3cr3t" not in option for option in options)  # never on a command line
     assert "RAAS_GIT_SECRET" not in os.environ
 
