@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from shared.harnesses import HARNESSES, HarnessConfig
 from workers.agent import prompts
+from workers.harness import mcp_config
 from workers.records import Claim
 from workers.sandbox.container import AGENT_HOME
 
@@ -110,7 +111,11 @@ def claude_code(claim: Claim, config: HarnessConfig, token: str, places: Places)
         "ANTHROPIC_API_KEY": token,
         "CLAUDE_CODE_MAX_RETRIES": str(MAX_RETRIES),
     }
-    return Invocation(argv, env)
+    if not mcp_config.offered(claim):
+        return Invocation(argv, env)
+    # Its model calls use the socket; the memory tools (HTTP MCP, no socket) the relay.
+    relayed, relay_env = _relayed([*argv, *mcp_config.claude_code_args(token, places)], places)
+    return Invocation(relayed, {**env, **relay_env})
 
 
 # Codex and OpenCode cannot use a unix socket: the gateway's relay (stdlib python3, which the
@@ -159,6 +164,8 @@ env_key = "RAAS_MODEL_TOKEN"
 request_max_retries = {MAX_RETRIES}
 stream_max_retries = {MAX_RETRIES}
 """
+    if mcp_config.offered(claim):
+        toml += mcp_config.codex_toml(places, "RAAS_MODEL_TOKEN")
     argv = [
         places.binary,
         "exec",
@@ -196,6 +203,8 @@ def opencode(claim: Claim, config: HarnessConfig, token: str, places: Places) ->
         "small_model": f"anthropic/{model}",
         "provider": {"anthropic": {"options": {"baseURL": f"http://127.0.0.1:{places.relay_port}/v1"}}},
     }
+    if mcp_config.offered(claim):
+        settings["mcp"] = mcp_config.opencode_entry(token, places)
     argv = [places.binary, "run", "--format", "json", *config.args, f"{system}\n\n{prompt}"]
     relayed, relay_env = _relayed(argv, places)
     env = {

@@ -26,7 +26,7 @@ from shared.models import ErrorKind
 from workers.agent.session import Emit, SessionFailure, SessionResult
 from workers.gateway import relay
 from workers.gateway.server import SOCKET_NAME
-from workers.harness import commands
+from workers.harness import commands, mcp_config
 from workers.harness.ending import Finished, GatewayVerdict, RunEnd, judge
 from workers.harness.parse_claude import ClaudeParser
 from workers.harness.parse_codex import CodexParser
@@ -66,7 +66,8 @@ class Parser(Protocol):
 
 @dataclass(frozen=True)
 class Cli:
-    """How one agent CLI is run: its command line, its output parser, whether it needs the relay."""
+    """How one agent CLI is run: its command line, its output parser, whether it needs the relay
+    (Claude Code needs it only for the memory tools, :mod:`workers.harness.mcp_config`)."""
 
     invocation: Callable[[Claim, HarnessConfig, str], commands.Invocation]
     parser: Callable[[], Parser]
@@ -117,7 +118,7 @@ class HarnessSession:
         try:
             inside = commands.in_container(self.harness)
             read_only = [(str(binary), inside.binary), (str(lease.directory), commands.SOCKET_DIR)]
-            if CLIS[self.harness].relayed:
+            if CLIS[self.harness].relayed or mcp_config.offered(self.claim):  # the MCP tools need it
                 read_only.append((str(RELAY_SOURCE), inside.relay))
             mounts = SandboxMounts(read_only=tuple(read_only), home=True)
             parser, finished = self._run_cli(mounts, lease, binary)
