@@ -11,7 +11,7 @@ commit. A category with ``coordination = false`` lists no tools and every call i
 Transport: the SDK's streamable HTTP in stateless mode with JSON answers — each POST is one
 exchange checked on its own (the token, by the lease's connection), and no MCP session outlives
 a request. The lease's h11 connection hands the request to the SDK as an ASGI call
-(:meth:`McpEndpoint.handle`) with the lease in its scope.
+(:meth:`McpEndpoint.handle`) with the lease's gate in its scope.
 
 A write or a send is keyed, as in the api harness, by (iteration, tool_use id), so that a
 redelivered iteration whose model asks the same call again writes once. The tool_use id is the
@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
+from concurrent.futures import Executor
 from importlib.metadata import version
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcp import types
 from mcp.server.context import ServerRequestContext
@@ -39,61 +40,63 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from shared.memory import ToolCall
+from shared.schemas import EventOut
+from workers.gateway.gate import Gate
 from workers.tools.coordination import COORDINATION_TOOLS, Caller, answer
-
-if TYPE_CHECKING:
-    from workers.gateway.server import GatewayLease
 
 MCP_PATH = "/mcp"
 SERVER_NAME = "raas"  # Claude Code names the tools mcp__raas__memory_write and so on
-LEASE_SCOPE_KEY = "raas.gateway.lease"
+GATE_SCOPE_KEY = "raas.gateway.gate"
 CLAUDE_CODE_TOOL_USE_ID = "claudecode/toolUseId"
 
+Publish = Callable[[EventOut], None]
 
-def _lease(ctx: ServerRequestContext[Any, Any]) -> GatewayLease:
+
+def _gate(ctx: ServerRequestContext[Any, Any]) -> Gate:
+    """The gate of the lease the request came through (its claim: project, agent, iteration)."""
     if ctx.request is None:
         msg = "an MCP request without its HTTP request: served outside a gateway lease"
         raise RuntimeError(msg)
-    lease: GatewayLease = ctx.request.scope[LEASE_SCOPE_KEY]
-    return lease
+    gate: Gate = ctx.request.scope[GATE_SCOPE_KEY]
+    return gate
 
 
-def coordination_on(lease: GatewayLease) -> bool:
+def coordination_on(gate: Gate) -> bool:
     """Whether the lease's agent has the memory and message tools (its category's ``coordination``)."""
-    claim = lease.gate.claim
+    claim = gate.claim
     return claim.config.category(claim.category).coordination
 
 
-def _tool_use_id(lease: GatewayLease, ctx: ServerRequestContext[Any, Any], name: str, args: Any) -> str:
+def _tool_use_id(gate: Gate, ctx: ServerRequestContext[Any, Any], name: str, args: Any) -> str:
     """The key of this call's write: see the module's docstring."""
     meta = ctx.meta or {}
     given = meta.get(CLAUDE_CODE_TOOL_USE_ID) if isinstance(meta, dict) else None
     if isinstance(given, str) and given:
         return given
-    found = lease.gate.tool_use_id(name, args)
+    found = gate.tool_use_id(name, args)
     if found is not None:
         return found
-    return f"mcp-{lease.gate.claim.attempt}-{ctx.request_id}"
+    return f"mcp-{gate.claim.attempt}-{ctx.request_id}"
 
 
-def _call(lease: GatewayLease, name: str, args: Any, use_id: str) -> tuple[str, bool]:
+def _call(gate: Gate, publish: Publish | None, name: str, args: Any, use_id: str) -> tuple[str, bool]:
     """Run the tool in its transaction and publish its event after the commit (blocking)."""
-    claim = lease.gate.claim
+    claim = gate.claim
     call = ToolCall(claim.project_id, claim.agent_id, claim.iteration_id, use_id)
     outcome = answer(Caller(call, claim.memory_bank, claim.config.memory), name, args)
-    publish = lease.gateway.publish
     if outcome.event is not None and publish is not None:
         publish(outcome.event)
     return outcome.result.content, outcome.result.is_error
 
 
-def build_server() -> Server[Any]:
-    """The MCP server of the coordination tools; each request's lease is in its HTTP scope."""
+def build_server(blocking: Executor, publish: Publish | None) -> Server[Any]:
+    """The MCP server of the coordination tools; each request's lease's gate is in its HTTP scope.
+    Calls run on ``blocking`` (the database blocks); their events go to ``publish``."""
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        if not coordination_on(_lease(ctx)):
+        if not coordination_on(_gate(ctx)):
             return types.ListToolsResult(tools=[])
         listed = []
         for tool in COORDINATION_TOOLS.values():
@@ -108,19 +111,17 @@ def build_server() -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        lease = _lease(ctx)
+        gate = _gate(ctx)
         name, args = params.name, params.arguments if params.arguments is not None else {}
-        if not coordination_on(lease):
+        if not coordination_on(gate):
             text, failed = f"{name}: this agent's category has no memory or message tools", True
         elif name not in COORDINATION_TOOLS:
             text, failed = f"unknown tool {name!r}; known: {', '.join(COORDINATION_TOOLS)}", True
         else:
-            use_id = _tool_use_id(lease, ctx, name, args)
+            use_id = _tool_use_id(gate, ctx, name, args)
             # The database blocks: the gateway's pool of blocking threads, as its model calls.
             loop = asyncio.get_running_loop()
-            text, failed = await loop.run_in_executor(
-                lease.gateway.blocking, _call, lease, name, args, use_id
-            )
+            text, failed = await loop.run_in_executor(blocking, _call, gate, publish, name, args, use_id)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=failed)
 
     return Server(
@@ -131,10 +132,10 @@ def build_server() -> Server[Any]:
 class McpEndpoint:
     """The SDK's streamable-HTTP manager, run on the gateway's event loop for all its leases."""
 
-    def __init__(self) -> None:
+    def __init__(self, blocking: Executor, publish: Publish | None) -> None:
         # The SDK's Host/Origin check stays off: only the lease's socket reaches this, with its token.
         self._manager = StreamableHTTPSessionManager(
-            app=build_server(),
+            app=build_server(blocking, publish),
             json_response=True,
             stateless=True,
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
@@ -163,7 +164,7 @@ class McpEndpoint:
             await self._task
 
     async def handle(
-        self, lease: GatewayLease, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
+        self, gate: Gate, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
     ) -> tuple[int, list[tuple[str, str]], bytes]:
         """One HTTP exchange through the SDK: (status, headers, body), the answer whole."""
         path, _, query = target.partition("?")
@@ -180,7 +181,7 @@ class McpEndpoint:
             "headers": [(name.lower(), value) for name, value in headers],
             "client": None,
             "server": ("localhost", 80),
-            LEASE_SCOPE_KEY: lease,
+            GATE_SCOPE_KEY: gate,
         }
         sent_body = False
         gone = asyncio.Event()

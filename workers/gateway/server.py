@@ -86,10 +86,6 @@ class GatewayLease:
         self.revoked = False
 
     @property
-    def gateway(self) -> Gateway:
-        return self._gateway
-
-    @property
     def socket_path(self) -> Path:
         return self.directory / SOCKET_NAME
 
@@ -175,7 +171,9 @@ class Gateway:
         self._thread = threading.Thread(target=self.loop.run_forever, name="llm-gateway", daemon=True)
         self._thread.start()
         self.client: httpx.AsyncClient = self.run(_make_client())
-        self.mcp = McpEndpoint()  # the memory and message tools, at /mcp on every lease's socket
+        self.mcp = McpEndpoint(
+            self.blocking, publish
+        )  # the memory and message tools, at /mcp on every lease's socket
         self.run(self.mcp.start())
         self._closed = False
 
@@ -311,7 +309,11 @@ class _Connection:
     async def _mcp(self, head: h11.Request, body: bytes) -> None:
         """The coordination tools' MCP endpoint (:mod:`workers.gateway.mcp_tools`), token checked."""
         status, headers, data = await self.gateway.mcp.handle(
-            self.lease, head.method.decode("latin-1"), head.target.decode("latin-1"), list(head.headers), body
+            self.lease.gate,
+            head.method.decode("latin-1"),
+            head.target.decode("latin-1"),
+            list(head.headers),
+            body,
         )
         kept = [(k, v) for k, v in headers if k.lower() not in _DROPPED_RESPONSE]
         await self._send(status, [*kept, ("content-length", str(len(data)))], [data])

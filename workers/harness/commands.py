@@ -114,7 +114,7 @@ def claude_code(claim: Claim, config: HarnessConfig, token: str, places: Places)
     if not mcp_config.offered(claim):
         return Invocation(argv, env)
     # Its model calls use the socket; the memory tools (HTTP MCP, no socket) the relay.
-    relayed, relay_env = _relayed([*argv, *mcp_config.claude_code_args(token, places)], places)
+    relayed, relay_env = _relayed([*argv, *mcp_config.claude_code_args(token, places.relay_port)], places)
     return Invocation(relayed, {**env, **relay_env})
 
 
@@ -165,7 +165,7 @@ request_max_retries = {MAX_RETRIES}
 stream_max_retries = {MAX_RETRIES}
 """
     if mcp_config.offered(claim):
-        toml += mcp_config.codex_toml(places, "RAAS_MODEL_TOKEN")
+        toml += mcp_config.codex_toml(places.relay_port, "RAAS_MODEL_TOKEN")
     argv = [
         places.binary,
         "exec",
@@ -204,7 +204,7 @@ def opencode(claim: Claim, config: HarnessConfig, token: str, places: Places) ->
         "provider": {"anthropic": {"options": {"baseURL": f"http://127.0.0.1:{places.relay_port}/v1"}}},
     }
     if mcp_config.offered(claim):
-        settings["mcp"] = mcp_config.opencode_entry(token, places)
+        settings["mcp"] = mcp_config.opencode_entry(token, places.relay_port)
     argv = [places.binary, "run", "--format", "json", *config.args, f"{system}\n\n{prompt}"]
     relayed, relay_env = _relayed(argv, places)
     env = {

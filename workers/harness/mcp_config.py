@@ -11,13 +11,10 @@ is started as before, and the endpoint would list no tools anyway.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workers.gateway.mcp_tools import MCP_PATH, SERVER_NAME
 from workers.records import Claim
-
-if TYPE_CHECKING:
-    from workers.harness.commands import Places
 
 
 def offered(claim: Claim) -> bool:
@@ -25,27 +22,28 @@ def offered(claim: Claim) -> bool:
     return claim.config.category(claim.category).coordination
 
 
-def url(places: Places) -> str:
-    return f"http://127.0.0.1:{places.relay_port}{MCP_PATH}"
+def url(relay_port: int) -> str:
+    """The endpoint through the relay listening on ``relay_port`` (loopback in the container)."""
+    return f"http://127.0.0.1:{relay_port}{MCP_PATH}"
 
 
-def claude_code_args(token: str, places: Places) -> list[str]:
+def claude_code_args(token: str, relay_port: int) -> list[str]:
     """``--mcp-config`` with the server inline. The workspace's own ``.mcp.json`` still counts
     (no ``--strict-mcp-config``): settings files there stay the user's choice."""
-    server = {"type": "http", "url": url(places), "headers": {"Authorization": f"Bearer {token}"}}
+    server = {"type": "http", "url": url(relay_port), "headers": {"Authorization": f"Bearer {token}"}}
     return ["--mcp-config", json.dumps({"mcpServers": {SERVER_NAME: server}})]
 
 
-def codex_toml(places: Places, token_env: str) -> str:
+def codex_toml(relay_port: int, token_env: str) -> str:
     """The ``[mcp_servers.raas]`` table of Codex's config.toml: the token from its environment."""
     return f"""
 [mcp_servers.{SERVER_NAME}]
-url = "{url(places)}"
+url = "{url(relay_port)}"
 bearer_token_env_var = "{token_env}"
 """
 
 
-def opencode_entry(token: str, places: Places) -> dict[str, Any]:
+def opencode_entry(token: str, relay_port: int) -> dict[str, Any]:
     """OpenCode's ``mcp`` setting: a remote server."""
-    server = {"type": "remote", "url": url(places), "headers": {"Authorization": f"Bearer {token}"}}
+    server = {"type": "remote", "url": url(relay_port), "headers": {"Authorization": f"Bearer {token}"}}
     return {SERVER_NAME: {**server, "enabled": True}}
