@@ -69,7 +69,7 @@ class Cli:
     """How one agent CLI is run: its command line, its output parser, whether it needs the relay
     (Claude Code needs it only for the memory tools, :mod:`workers.harness.mcp_config`)."""
 
-    invocation: Callable[[Claim, HarnessConfig, str], commands.Invocation]
+    invocation: Callable[[Claim, HarnessConfig, str, commands.Places], commands.Invocation]
     parser: Callable[[], Parser]
     relayed: bool
 
