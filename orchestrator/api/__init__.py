@@ -18,6 +18,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
 from orchestrator.api import credentials, ops, projects, transcripts
+from orchestrator.api.access_log import drop_query_strings
 from orchestrator.api.deps import Context, principal
 from orchestrator.api.mcp_http import McpEndpoint
 from orchestrator.scheduling.dispatch import Dispatcher
@@ -68,6 +69,7 @@ async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
 
 def create_app(settings: Settings, dispatcher: Dispatcher, bus: EventBus) -> FastAPI:
     ctx = Context(settings=settings, dispatcher=dispatcher, bus=bus)
+    drop_query_strings()
     mcp = McpEndpoint(ctx)
     app = FastAPI(
         title="Constellation coordinator",
