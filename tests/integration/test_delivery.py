@@ -26,7 +26,7 @@ import pytest
 from cryptography.fernet import Fernet
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from orchestrator.api import create_app
 from orchestrator.cli.projects import delivery_lines
@@ -198,7 +198,9 @@ def test_a_finished_project_delivers_its_task_branches_and_one_pull_request_with
     # When every delivery message comes again (at-least-once)
     pushes, calls = world.pushes(), len(world.forge.calls)
     with session_scope() as session:
-        session.execute(Delivery.__table__.update().values(status=DeliveryStatus.PENDING))
+        session.execute(
+            update(Delivery).where(Delivery.project_id == project_id).values(status=DeliveryStatus.PENDING)
+        )
     world.deliver_all()
 
     # Then nothing is pushed or opened twice
