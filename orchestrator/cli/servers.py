@@ -19,6 +19,13 @@ def run(
     sandbox: Annotated[
         str | None, typer.Option(help="auto, docker or local (default RAAS_SANDBOX, else auto).")
     ] = None,
+    ui: Annotated[
+        bool, typer.Option("--ui", help="Serve the web dashboard on 127.0.0.1 while it runs.")
+    ] = False,
+    ui_port: Annotated[
+        int,
+        typer.Option("--ui-port", min=0, max=65535, help="The dashboard's port with --ui (0: any free one)."),
+    ] = 8701,
 ) -> None:
     """Run a project to its end on this machine, no servers: SQLite, an in-process worker.
 
@@ -28,7 +35,7 @@ def run(
     from orchestrator.embedded.run import Terminated, run_directory
 
     try:
-        status = run_directory(directory, sandbox)
+        status = run_directory(directory, sandbox, ui_port if ui else None)
     except Terminated:
         raise typer.Exit(ExitCode.TERMINATED) from None
     except KeyboardInterrupt:

@@ -125,6 +125,25 @@ def redis_follower(redis_url: str) -> Follower:
     return follower
 
 
+DB_POLL_S = 0.25
+
+
+def database_follower(project_id: str, after: int, idle_s: float) -> Iterator[EventOut]:
+    """Following without Redis (``raas run --ui``: its events never leave the process): the
+    database has every event in seq order, so reading it after the last seq seen has no gap."""
+    last, idle_since = after, time.monotonic()
+    while time.monotonic() - idle_since < idle_s:
+        with session_scope() as session:
+            batch = events.history(session, project_id, last, limit=1000)
+        for event in batch:
+            last, idle_since = event.seq, time.monotonic()
+            yield event
+            if event.type in events.TERMINAL_EVENTS:
+                return
+        if not batch:
+            time.sleep(DB_POLL_S)
+
+
 @router.get("/projects/{project_id}/events")
 async def project_stream(
     request: Request,

@@ -29,11 +29,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
+from fastapi import FastAPI
 from pydantic import SecretStr
 from sqlalchemy.engine import make_url
 
 from orchestrator import delivery
 from orchestrator.api import create_app
+from orchestrator.dashboard import DashboardOptions, mount_dashboard
+from orchestrator.dashboard.stream import database_follower
 from orchestrator.queries import projects
 from orchestrator.scheduling import advance, lifecycle, submission
 from orchestrator.scheduling.reconcile import Reconciler
@@ -139,7 +142,14 @@ class EmbeddedEngine:
     Use as a context manager: :meth:`create`, :meth:`begin`, then :meth:`wait` for the end.
     """
 
-    def __init__(self, settings: Settings, sandbox: SandboxChoice, bus: EventBus, workers: int = 1) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        sandbox: SandboxChoice,
+        bus: EventBus,
+        workers: int = 1,
+        ui_port: int | None = None,
+    ) -> None:
         self.wake = threading.Event()
         self.bus = _WakingBus(bus, self.wake)
         self.dispatcher = ThreadDispatcher(self.wake)
@@ -151,6 +161,9 @@ class EmbeddedEngine:
             delivery_id, self.settings, self.bus
         )
         self._server: uvicorn.Server | None = None
+        self._ui_port = ui_port
+        self.ui_url: str | None = None
+        self._ui_server: uvicorn.Server | None = None
         self._threads: list[threading.Thread] = []
         self._stop_reconciling = threading.Event()
 
@@ -187,20 +200,39 @@ class EmbeddedEngine:
         self._threads.append(thread)
 
     def _serve_api(self) -> str:
+        app = create_app(self.settings, self.dispatcher, self.bus)
+        if self._ui_port is not None:
+            # raas run --ui: the same app serves the dashboard on the port asked for (loopback).
+            mount_dashboard(app, DashboardOptions(follower=database_follower))
+            ui_sock = self._bind(self._ui_port)
+            self._ui_server = self._start_server(app, ui_sock, "embedded-ui")
+            host, port = ui_sock.getsockname()[:2]
+            self.ui_url = f"http://{host}:{port}"
+        sock = self._bind(0)
+        self._server = self._start_server(app, sock, "embedded-api")
+        host, port = sock.getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    @staticmethod
+    def _bind(port: int) -> socket.socket:
         # Binding here, not in uvicorn, tells us the port before serving.
-        sock = socket.create_server(("127.0.0.1", 0))
+        try:
+            return socket.create_server(("127.0.0.1", port))
+        except OSError as exc:
+            msg = f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); pick another port for --ui"
+            raise InvalidInput(msg) from exc
+
+    def _start_server(self, app: FastAPI, sock: socket.socket, name: str) -> uvicorn.Server:
         config = uvicorn.Config(
-            create_app(self.settings, self.dispatcher, self.bus),
+            app,
             log_level="warning",
             log_config=None,
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=2,
         )
-        server = self._server = uvicorn.Server(config)
-        thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="embedded-api", daemon=True
-        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
@@ -209,8 +241,7 @@ class EmbeddedEngine:
                 msg = "the embedded coordinator API did not start"
                 raise ServiceUnavailable(msg)
             time.sleep(0.01)
-        host, port = sock.getsockname()[:2]
-        return f"http://{host}:{port}"
+        return server
 
     def _work(self) -> None:
         runner = IterationRunner(
@@ -230,8 +261,9 @@ class EmbeddedEngine:
     def close(self) -> None:
         self._stop_reconciling.set()
         self.dispatcher.close(self.workers)
-        if self._server is not None:
-            self._server.should_exit = True
+        for server in (self._server, self._ui_server):
+            if server is not None:
+                server.should_exit = True
         # Quitting without waiting leaves a worker mid-step: do not wait for it either.
         timeout_s = JOIN_TIMEOUT_S if self.dispatcher.idle() else 0.1
         for thread in self._threads:

@@ -106,8 +106,9 @@ def check(directory: Path, sandbox: str | None, tmp: Path) -> CheckedRun:
     return CheckedRun(directory, archive, settings, config, choice)
 
 
-def run_directory(directory: Path, sandbox: str | None = None) -> ProjectStatus:
-    """Run the project in ``directory`` to its end; return how it ended.
+def run_directory(directory: Path, sandbox: str | None = None, ui_port: int | None = None) -> ProjectStatus:
+    """Run the project in ``directory`` to its end; return how it ended. With ``ui_port``, the
+    dashboard is served on 127.0.0.1 at that port (0: any free one) while it runs.
 
     Raises:
         KeyboardInterrupt: Ctrl-C (``Terminated``: SIGTERM), once the project has stopped.
@@ -125,10 +126,19 @@ def run_directory(directory: Path, sandbox: str | None = None) -> ProjectStatus:
         )
         previous = signal.signal(signal.SIGTERM, _terminated)
         try:
-            with EmbeddedEngine(checked.settings, checked.sandbox, view) as engine:
+            with EmbeddedEngine(checked.settings, checked.sandbox, view, ui_port=ui_port) as engine:
+                if engine.ui_url:
+                    _announce_ui(engine)
                 return _run(engine, view, checked)
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _announce_ui(engine: EmbeddedEngine) -> None:
+    """Where the dashboard is, and the token this run made for it (only this terminal sees it)."""
+    token = engine.settings.api_token.get_secret_value()
+    sys.stderr.write(f"dashboard: {engine.ui_url}/ (sign in with this run's token: {token})\n")
+    sys.stderr.flush()
 
 
 def _run(engine: EmbeddedEngine, view: RunView, checked: CheckedRun) -> ProjectStatus:

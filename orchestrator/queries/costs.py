@@ -115,9 +115,12 @@ def cost_report(project_id: str, with_receipts: bool = False) -> CostReport:
             by_model=by_model,
             by_hour=by_hour,
         )
-        if with_receipts:
-            report.receipts = _receipts(project_id, ProjectConfig.model_validate(project.config))
-        return report
+        config = ProjectConfig.model_validate(project.config)
+    # After the session: on SQLite every transaction is BEGIN IMMEDIATE, so a second session
+    # opened inside the first waited for its lock (busy_timeout, 30 s) while holding it.
+    if with_receipts:
+        report.receipts = _receipts(project_id, config)
+    return report
 
 
 def _hour(moment: datetime) -> str:
