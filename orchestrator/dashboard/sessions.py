@@ -14,6 +14,7 @@ import base64
 import hashlib
 import hmac
 import json
+import secrets
 import time
 from dataclasses import dataclass
 
@@ -76,6 +77,7 @@ def sign_in(token: str, cluster_token: str, now: float | None = None) -> str:
         "t": principal.tenant_id,
         "h": token_hash(token.strip()),
         "e": int((now or time.time()) + SESSION_S),
+        "n": secrets.token_urlsafe(9),  # each sign-in its own session, so its own CSRF token
     }
     payload = _b64(json.dumps(body, separators=(",", ":")).encode())
     return f"{payload}.{_sign(_key(cluster_token), payload)}"
