@@ -87,6 +87,11 @@ class Settings(BaseSettings):
         "/mcp endpoint. A request with any other Origin header is refused (403): browsers send one "
         "cross-origin, MCP clients that are not browsers send none.",
     )
+    flower_url: str | None = Field(
+        default=None,
+        description="Flower's address (http or https), linked from the dashboard's workers page; "
+        "unset: no link.",
+    )
     db_pool_size: int | None = Field(
         default=None,
         ge=1,

@@ -43,7 +43,8 @@ def run_coordinator(host: str, port: int, concurrency: int = 4) -> None:
     settings.workspaces_dir().mkdir(parents=True, exist_ok=True)
     dispatcher, bus = CeleryDispatcher(app), RedisBus(settings.redis_url)
     api = mount_dashboard(
-        create_app(settings, dispatcher, bus), DashboardOptions(workers=lambda: inspect_workers(app))
+        create_app(settings, dispatcher, bus),
+        DashboardOptions(workers=lambda: inspect_workers(app), flower_url=settings.flower_url),
     )
     server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level="info"))
     thread = threading.Thread(target=server.run, name="api", daemon=True)
