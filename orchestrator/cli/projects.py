@@ -140,9 +140,10 @@ def status(project_id: str, as_json: JsonFlag = False) -> None:
         source = (
             f"source: {project['source_repo']} {project['source_ref']} at {project['source_commit'][:12]}"
         )
-        out.print(source, highlight=False, markup=False)
+        out.print(source, highlight=False, markup=False, soft_wrap=True)
     for line in delivery_lines(project.get("deliveries") or []):
-        out.print(line, highlight=False, markup=False)
+        # Never wrapped: its branch and pull request address are copied from the terminal.
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
     if project.get("memory"):
         out.print(memory_line(MemorySizeOut.model_validate(project["memory"])), highlight=False, markup=False)
     if project.get("waiting_for_worker_since"):
