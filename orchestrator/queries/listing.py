@@ -12,7 +12,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from pydantic import BaseModel
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import Select, and_, func, or_, select
 
 from shared.db import session_scope
 from shared.models import Agent, PauseReason, Project, ProjectStatus
@@ -55,17 +55,10 @@ def _parse_cursor(cursor: str) -> tuple[datetime, str] | None:
         return None
 
 
-def project_page(
-    *,
-    tenant_id: str | None,
-    status: ProjectStatus | None = None,
-    after: str | None = None,
-    page_size: int = PAGE_SIZE,
-) -> ProjectPage:
-    """A page of projects (a tenant's own; every project for the cluster, ``tenant_id`` None).
-
-    ``after`` is the previous page's ``next_cursor``; one that cannot be read starts from the top.
-    """
+def page_query(
+    *, tenant_id: str | None, status: ProjectStatus | None, after: str | None, page_size: int
+) -> Select[Project]:
+    """The statement that reads one page (and one row more, to know whether another follows)."""
     query = select(Project).order_by(Project.created_at.desc(), Project.id.desc()).limit(page_size + 1)
     if tenant_id is not None:
         query = query.where(Project.tenant_id == tenant_id)
@@ -77,6 +70,21 @@ def project_page(
         query = query.where(
             or_(Project.created_at < stamp, and_(Project.created_at == stamp, Project.id < project_id))
         )
+    return query
+
+
+def project_page(
+    *,
+    tenant_id: str | None,
+    status: ProjectStatus | None = None,
+    after: str | None = None,
+    page_size: int = PAGE_SIZE,
+) -> ProjectPage:
+    """A page of projects (a tenant's own; every project for the cluster, ``tenant_id`` None).
+
+    ``after`` is the previous page's ``next_cursor``; one that cannot be read starts from the top.
+    """
+    query = page_query(tenant_id=tenant_id, status=status, after=after, page_size=page_size)
     with session_scope() as session:
         projects = list(session.scalars(query))
         more = len(projects) > page_size
