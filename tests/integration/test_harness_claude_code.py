@@ -6,6 +6,7 @@ honestly (max turns, a rejected key, a spent budget, a burst of overloads, no bi
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -170,3 +171,40 @@ def test_a_missing_binary_fails_the_iteration_naming_the_setup_command(
         assert "scripts/setup.sh" in (iteration.error or "")
         assert "\n" not in (iteration.error or "")
         assert eng.requests(project_id) == []
+
+
+def test_a_hung_run_is_killed_at_the_wall_clock_limit_and_what_it_wrote_is_kept(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    hang = "python3 -c 'import time; time.sleep(600)'"
+    script = {
+        "responses": [
+            {"content": [_write_hello(), {"type": "tool_use", "name": "Bash", "input": {"command": hang}}]},
+        ]
+    }
+    with engine(script, tmp_path, anthropic_api_key=SecretStr(REAL_KEY), harness_timeout_s=4.0) as eng:
+        project_id = _one(eng)
+
+        iteration = iterations(project_id)[0]
+        assert iteration.status is IterationStatus.FAILED
+        assert "4 s limit" in (iteration.error or "")
+        assert workspace_git(eng, project_id, "show", "main:hello.py") == 'print("Hello, Constellation!")'
+        assert _containers_of(project_id) == []
+
+
+def _write_hello() -> dict[str, Any]:
+    return {
+        "type": "tool_use",
+        "name": "Write",
+        "input": {"file_path": "/workspace/hello.py", "content": 'print("Hello, Constellation!")\n'},
+    }
+
+
+def _containers_of(project_id: str) -> list[str]:
+    out = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=raas.project={project_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.split()

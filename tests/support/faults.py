@@ -691,10 +691,11 @@ def _check_workspace(rig: Rig, project_id: str) -> int:
     blocks = [b for r in rows if final.get(r.iteration_id) == r.attempt for b in r.content]
     failed = {b["tool_use_id"] for b in blocks if b.get("type") == "tool_result" and b.get("is_error")}
     notes = {
-        b["input"]["path"]: b["input"]["content"]
+        _written_path(b["input"]): b["input"]["content"]
         for b in blocks
-        if b.get("type") == "tool_use" and b.get("name") == "write" and b["id"] not in failed
+        if b.get("type") == "tool_use" and b.get("name") in ("write", "Write") and b["id"] not in failed
     }
+    notes.pop(".raas/complete", None)  # a harness's completion file is taken out of the commit
     bare = Path(rig.stack.env["RAAS_DATA_DIR"]) / "workspaces" / f"{project_id}.git"
     for path, content in notes.items():
         shown = subprocess.run(
@@ -703,6 +704,13 @@ def _check_workspace(rig: Rig, project_id: str) -> int:
         assert shown.stdout == content, f"{path} is not in the workspace as written: {shown.stderr}"
     assert notes, "the agent wrote nothing"
     return len(notes)
+
+
+def _written_path(args: dict[str, Any]) -> str:
+    """The workspace path of a write: ours (``path``) or Claude Code's (``file_path``, absolute)."""
+    if "path" in args:
+        return str(args["path"])
+    return str(args["file_path"]).removeprefix("/workspace/")
 
 
 # --- fixtures -----------------------------------------------------------------------------------
