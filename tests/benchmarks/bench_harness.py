@@ -68,6 +68,8 @@ def one(eng: Engine, sandboxes: TimedSandboxes, raas_toml: str) -> dict[str, flo
         iteration = session.query(Iteration).filter_by(project_id=project_id).one()
         reply = session.query(Message).filter_by(project_id=project_id, role="assistant").one()
         assert iteration.completed_task, iteration.error
+        assert iteration.started_at is not None
+        assert iteration.finished_at is not None
         claimed, finished = iteration.started_at.timestamp(), iteration.finished_at.timestamp()
         stored, call = reply.created_at.timestamp(), float(reply.duration_s or 0.0)
     began, started = sandboxes.starts[-1]
