@@ -90,7 +90,8 @@ def test_a_pipeline_is_watched_inspected_steered_and_costed_live_in_a_browser(
     with dashboard_engine(SCRIPT, tmp_path) as (eng, server):
         from orchestrator.api.tenants import authenticate
 
-        mine = submit(eng, PIPELINE, authenticate(token_a, "-").tenant_id)
+        tenant_a = authenticate(token_a, "-").tenant_id
+        mine = submit(eng, PIPELINE, tenant_a)
         theirs = submit(eng, PIPELINE, tenant_b)
         page = browser.new_page()
         dialogs: list[str] = []
@@ -111,6 +112,9 @@ def test_a_pipeline_is_watched_inspected_steered_and_costed_live_in_a_browser(
         _sign_in(page, server.url, token_a)
         expect(page.locator(f'tr[data-project="{mine}"]')).to_be_visible()
         assert page.locator(f'tr[data-project="{theirs}"]').count() == 0
+        # And a project created meanwhile appears in the list without a reload
+        later = submit(eng, PIPELINE, tenant_a)
+        expect(page.locator(f'tr[data-project="{later}"]')).to_be_visible()
         answer = page.goto(f"{server.url}/projects/{theirs}")
         assert answer is not None
         assert answer.status == 404
@@ -167,6 +171,7 @@ def test_a_pipeline_is_watched_inspected_steered_and_costed_live_in_a_browser(
             last = session.get_one(Project, mine).last_event_seq
         seqs = page.eval_on_selector_all("#timeline tr", "rows => rows.map(r => Number(r.dataset.seq))")
         assert seqs == list(range(1, last + 1))  # every seq exactly once, in order
+        expect(page.locator("#timeline tr.tool-ok").first).to_be_attached()  # tool calls marked by outcome
         live = page.evaluate("({shown: window.raasLive.shown, repeated: window.raasLive.repeated})")
         assert live == {"shown": last, "repeated": 0}  # the server resumed after the last seq seen
 
