@@ -6,6 +6,7 @@ ledger and the real keys stay in the worker."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from pydantic import SecretStr
 
 from shared.errors import InvalidInput
-from shared.models import IterationStatus, ProjectStatus
+from shared.models import IterationStatus, PauseReason, ProjectStatus
 from tests.support.engine import engine
 from tests.support.records import event_log, everything_recorded, iterations, messages, project, workspace_git
 from workers.harness.session import check_host_run
@@ -115,3 +116,30 @@ def test_an_embedded_run_says_so_or_refuses_before_starting() -> None:
     assert "privileges" in warning
     with pytest.raises(InvalidInput, match="RAAS_HARNESS_ON_HOST=1"):
         check_host_run({"claude-code"}, local=True, allowed=False)
+
+
+@pytest.mark.parametrize("harness", ["codex", "opencode"])
+def test_a_spent_budget_stops_codex_and_opencode_within_one_call(
+    services: dict[str, str], tmp_path: Path, harness: str
+) -> None:
+    # gpt-5.5 at a price whose worst case (Codex sends no max_output_tokens) exceeds the limit
+    toml = (
+        '[harnesses.codex]\nmodel = "gpt-5.5"\n[pricing."gpt-5.5"]\ninput = 1.25\noutput = 10\n'
+        if harness == "codex"
+        else ""
+    )
+    with engine(_script(harness), tmp_path, anthropic_api_key=SecretStr(ANTHROPIC_KEY)) as eng:
+        eng.settings = eng.settings.model_copy(
+            update={"openai_api_key": SecretStr(OPENAI_KEY), "openai_base_url": f"{eng.model.base_url}/v1"}
+        )
+        project_id = eng.submit(
+            prompt="Write hello.py and run it.",
+            raas_toml=f'harness = "{harness}"\n{toml}[budget]\nlimit_usd = 0.01\n',
+        )
+        eng.run_next(project_id)
+
+        assert project(project_id).pause_reason is PauseReason.BUDGET_EXCEEDED, iterations(project_id)[
+            0
+        ].error
+        assert project(project_id).spent_usd <= Decimal("0.01")
+        assert [r for r in eng.requests(project_id) if r.step is not None] == []
