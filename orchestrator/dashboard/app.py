@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from orchestrator.dashboard import actions, assets, pages, stream
 from orchestrator.dashboard.render import render
 from orchestrator.dashboard.sessions import CsrfRejected, SignInRequired
-from orchestrator.dashboard.stream import Follower
+from orchestrator.dashboard.stream import HEARTBEAT_S, Follower
 from orchestrator.dashboard.views import PageNotFound
 from orchestrator.queries.workers import WorkerInfo
 
@@ -45,6 +45,8 @@ class DashboardOptions:
     flower_url: str | None = None
     follower: Follower | None = None
     """How a project's events are followed; None: Redis (``orchestrator.queries.follow``)."""
+    heartbeat_s: float = HEARTBEAT_S
+    """An idle stream gets a comment line this often (proxies and browsers keep it open)."""
 
 
 class SecurityHeaders:

@@ -154,7 +154,8 @@ def project_costs(project_id: str, session: ProjectSigned) -> HTMLResponse:
     with as_page():
         report = costs.cost_report(project_id, with_receipts=True)
         meter = cost_series.budget_meter(project_id)
-    return _page("_costs.html", report=report, meter=meter)
+        outcomes = {it.id: it for it in projects.project_detail(project_id).iterations}
+    return _page("_costs.html", report=report, meter=meter, outcomes=outcomes)
 
 
 @router.get("/ui/projects/{project_id}/cost-series.json")

@@ -84,7 +84,7 @@ def _message(batch: list[EventOut]) -> str:
     return f"id: {batch[-1].seq}\nevent: events\ndata: {data}\n\n"
 
 
-async def event_messages(pump: _Pump) -> AsyncIterator[str]:
+async def event_messages(pump: _Pump, heartbeat_s: float = HEARTBEAT_S) -> AsyncIterator[str]:
     """SSE text: batches of events (output coalesced, the rest at once), heartbeats when idle."""
     interval_s = 1.0 / FLUSHES_PER_S
     pending: list[EventOut] = []
@@ -92,7 +92,7 @@ async def event_messages(pump: _Pump) -> AsyncIterator[str]:
     try:
         yield "retry: 1000\n\n"
         while True:
-            timeout_s = HEARTBEAT_S if not pending else max(0.0, last_flush + interval_s - time.monotonic())
+            timeout_s = heartbeat_s if not pending else max(0.0, last_flush + interval_s - time.monotonic())
             try:
                 pending.append(await asyncio.wait_for(pump.queue.get(), timeout_s))
                 while not pump.queue.empty():
@@ -153,9 +153,11 @@ async def project_stream(
     after: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
     last_event_id: Annotated[str | None, Header(max_length=20)] = None,
 ) -> StreamingResponse:
-    follower: Follower = request.app.state.dashboard.follower or redis_follower(ctx.settings.redis_url)
+    options = request.app.state.dashboard
+    follower: Follower = options.follower or redis_follower(ctx.settings.redis_url)
     pump = _Pump(follower, project_id, _start_seq(after, last_event_id))
-    return StreamingResponse(event_messages(pump), media_type="text/event-stream", headers=SSE_HEADERS)
+    messages = event_messages(pump, options.heartbeat_s)
+    return StreamingResponse(messages, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 class _ListWatch:

@@ -57,7 +57,7 @@ def site(services: dict[str, str], tmp_path: Path) -> Iterator[Site]:
     settings = get_settings().model_copy(update={"data_dir": tmp_path / "data"})
     bus = RedisBus(settings.redis_url)
     workers = [WorkerInfo(name="w0@host", queues=["iterations"], concurrency=2, active=[])]
-    options = DashboardOptions(workers=lambda: workers, flower_url="javascript:alert(1)")
+    options = DashboardOptions(workers=lambda: workers, flower_url="javascript:alert(1)", heartbeat_s=0.3)
     server = Server(mount_dashboard(create_app(settings, RecordingDispatcher(), bus), options))
     server.start()
     suffix = secrets.token_hex(4)
@@ -107,7 +107,7 @@ def test_every_dashboard_route_but_sign_in_needs_a_session(site: Site) -> None:
         if route.path == "/login":
             continue
         path = route.path.replace("{project_id}", "p1").replace("{agent_id}", "a1").replace("{verb}", "pause")
-        for method in route.methods:
+        for method in route.methods or set():
             answer = client.request(method, path, follow_redirects=False)
             if method == "GET" and not path.startswith("/ui/"):
                 assert answer.status_code == 303, path
@@ -262,3 +262,16 @@ def test_the_event_stream_resumes_after_last_event_id_then_goes_live_with_no_gap
         live = _read_events(lines, 45)
     assert history == [3, 4, 5]
     assert live == list(range(6, 46))
+
+
+def test_an_idle_stream_gets_heartbeats(site: Site) -> None:
+    project_id = _project(site.tenant_id)
+    client = site.client(site.token)
+    with client.stream("GET", f"/ui/projects/{project_id}/events") as response:
+        comments = 0
+        for line in response.iter_lines():
+            if line.startswith(":"):
+                comments += 1
+            if comments == 2:
+                break
+    assert comments == 2
