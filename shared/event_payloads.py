@@ -249,6 +249,8 @@ class PullRequestUpdated(EventData):
     branch: str
     number: int
     url: str
+    draft: bool = False
+    """Whether it is still a draft after this round (a completed round marks it ready where it can)."""
 
 
 class DeliveryFailed(EventData):

@@ -114,13 +114,27 @@ def body(project_id: str, project_name: str, receipts: list[TaskReceipt], ending
     return "\n".join(parts)
 
 
+STILL_DRAFT = (
+    "It is still a draft: this forge's REST API cannot mark it ready for review (GitHub's needs "
+    "GraphQL), so mark it ready yourself once you have looked at it."
+)
+
+
 def round_comment(
-    delivery_id: str, round_: int, ending: Ending, receipts: list[TaskReceipt], link: str
+    delivery_id: str,
+    round_: int,
+    ending: Ending,
+    receipts: list[TaskReceipt],
+    link: str,
+    *,
+    still_draft: bool = False,
 ) -> str:
-    """What a later round says on the open pull request: why the run ended this time, and the receipt."""
-    return "\n".join(
-        [round_marker(delivery_id, round_), ending.line(), "", receipt_table(receipts), "", link]
-    )
+    """What a later round says on the open pull request: why the run ended this time, the receipt,
+    and (``still_draft``) that the draft could not be marked ready though the run completed."""
+    lines = [round_marker(delivery_id, round_), ending.line()]
+    if still_draft:
+        lines.append(STILL_DRAFT)
+    return "\n".join([*lines, "", receipt_table(receipts), "", link])
 
 
 def link_back(project_id: str, coordinator_url: str) -> str:

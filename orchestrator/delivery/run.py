@@ -194,18 +194,17 @@ def _pull_request(
     link = text.link_back(job.project_id, settings.coordinator_url)
     title = text.title(job.project_name, receipts, job.ending)
     description = text.body(job.project_id, job.project_name, receipts, job.ending, link)
+    # A run that ended early is a draft; one that completed is ready unless drafts were asked for
+    # (a draft of an earlier round is marked ready where the forge's API can).
+    draft = job.config.delivery.pull_request == "draft" or job.ending.early
     try:
         found = forge.find_pull_request(job.branch, job.base)
         if found is None or job.pull_request_number is None:
             pull_request = found or forge.open_pull_request(
-                job.branch,
-                job.base,
-                title,
-                description,
-                draft=job.config.delivery.pull_request == "draft" or job.ending.early,
+                job.branch, job.base, title, description, draft=draft
             )
             if found is not None:  # opened by a run that died before it could say so
-                forge.update_pull_request(found, title, description)
+                pull_request = forge.update_pull_request(found, title, description, draft=draft)
             opened = PullRequestOpened(
                 branch=job.branch, number=pull_request.number, url=pull_request.url, draft=pull_request.draft
             )
@@ -218,26 +217,27 @@ def _pull_request(
                 noted_round=job.round,
             )
             return
-        forge.update_pull_request(found, title, description)
-        _comment_once(forge, found, job, receipts, link)
+        found = forge.update_pull_request(found, title, description, draft=draft)
+        _comment_once(forge, found, job, receipts, link, still_draft=found.draft and not draft)
     except ForgeError as exc:
         reason = f"the forge answered {exc.status or 'nothing'}: {scrub(exc.message, job.credential)}"
         raise _Failed(PULL_REQUEST, reason) from exc
     finally:
         forge.close()
-    updated = PullRequestUpdated(branch=job.branch, number=found.number, url=found.url)
+    updated = PullRequestUpdated(branch=job.branch, number=found.number, url=found.url, draft=found.draft)
     _record(
         job, bus, updated, pull_request_url=found.url, pull_request_number=found.number, noted_round=job.round
     )
 
 
 def _comment_once(
-    forge: Forge, found: PullRequest, job: _Job, receipts: list[TaskReceipt], link: str
+    forge: Forge, found: PullRequest, job: _Job, receipts: list[TaskReceipt], link: str, *, still_draft: bool
 ) -> None:
     marker = text.round_marker(job.id, job.round)
     if any(marker in existing for existing in forge.comment_bodies(found)):
         return
-    forge.comment(found, text.round_comment(job.id, job.round, job.ending, receipts, link))
+    comment = text.round_comment(job.id, job.round, job.ending, receipts, link, still_draft=still_draft)
+    forge.comment(found, comment)
 
 
 def _fail(job: _Job, failed: _Failed, bus: EventBus) -> None:

@@ -25,7 +25,7 @@ from sqlalchemy import select
 
 from shared import events
 from shared.db import session_scope
-from shared.models import Delivery, DeliveryStatus, Event, Project, ProjectStatus
+from shared.models import Delivery, DeliveryStatus, Event, PauseReason, Project, ProjectStatus
 from tests.support.faults import wait_until
 from tests.support.forge import FakeForge, serve_forge
 from tests.support.git_server import GitServer, git, serve_git
@@ -238,3 +238,71 @@ def test_a_project_from_a_repository_delivers_its_branches_and_one_pull_request_
     assert f"delivery: project -> raas/{project_id}/project  delivered  {pull['html_url']}" in status.stdout
     # And the credential went to git through the helper only: in no log
     assert world.server.password not in stack.logs()
+
+
+# Each call costs about $0.009 on claude-sonnet-4-6: a $0.01 budget admits two, then pauses the run.
+COSTLY = {"input_tokens": 2000, "output_tokens": 200}
+BUDGET_SCRIPT = {
+    "responses": [
+        _write("work.txt", "first half\n", COSTLY),
+        _write("more.txt", "second half\n", COSTLY),
+        _done("Finished the work.", {"input_tokens": 500, "output_tokens": 20}),
+    ],
+    "when_exhausted": "error",
+}
+BUDGET_TOML = """
+name = "Do the work"
+max_iterations = 3
+max_tokens = 1000
+[budget]
+limit_usd = "0.01"
+"""
+
+
+def test_a_run_stopped_by_its_budget_delivers_a_draft_and_resuming_continues_on_the_same_branch(
+    world: World, running: list[Stack]
+) -> None:
+    # Given a project from the repository with a budget of a cent
+    stack = world.stack(BUDGET_SCRIPT)
+    running.append(stack)
+    project_id = world.submit(stack, BUDGET_TOML + world.delivery_toml("ready"))
+
+    # When its iterations spend it
+    paused = wait_until(
+        lambda: _project(project_id).pause_reason == PauseReason.BUDGET_EXCEEDED, 120, "the budget pause"
+    )
+    assert paused, stack.logs()
+    _wait_delivered(project_id, {"project"}, stack)
+
+    # Then what the agent wrote is on the project's branch, in a draft saying why the run stopped
+    branch = f"raas/{project_id}/project"
+    bare = Path(stack.env["RAAS_DATA_DIR"]) / "workspaces" / f"{project_id}.git"
+    assert world.server.branches(REPO)[branch] == git("rev-parse", "main", cwd=bare)
+    assert world.server.show(REPO, branch, "work.txt") == "first half"
+    assert world.server.show(REPO, branch, "more.txt") == "second half"
+    [pull] = world.forge.pulls(REPO)
+    assert pull["draft"] is True
+    assert pull["title"].startswith("[paused] Do the work")
+    assert "**Stopped early** (paused): budget\\_exceeded: spent $0\\.01" in pull["body"]
+    assert world.forge.comments(REPO, pull["number"]) == []
+
+    # When the budget is raised (the run resumes) and the project completes
+    raised = stack.cli("budget", project_id, "--limit", "5")
+    assert raised.returncode == 0, raised.stderr
+    ended = wait_until(lambda: _ended(project_id), 120, "the project to end")
+    assert ended == ProjectStatus.COMPLETED, stack.logs()
+    _wait_delivered(project_id, {"project"}, stack, round_=2)
+
+    # Then the same branch moved on, and the same pull request says so in one comment
+    assert world.server.branches(REPO)[branch] == git("rev-parse", "main", cwd=bare)
+    [pull] = world.forge.pulls(REPO)
+    assert "**Completed**" in pull["body"]
+    [comment] = world.forge.comments(REPO, pull["number"])
+    assert "**Completed**" in comment
+    # (GitHub's REST API cannot mark the draft ready: the comment asks for it)
+    assert pull["draft"] is True
+    assert "It is still a draft" in comment
+    cost = json.loads(stack.cli("cost", project_id, "--json").stdout)
+    assert f"${Decimal(str(cost['total_usd'])):.4f} |" in comment
+    opened = _events(project_id, events.PULL_REQUEST_OPENED, events.PULL_REQUEST_UPDATED)
+    assert [e["type"] for e in opened] == [events.PULL_REQUEST_OPENED, events.PULL_REQUEST_UPDATED]

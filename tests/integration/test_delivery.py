@@ -224,11 +224,12 @@ def _pause_for_budget(world: World, project_id: str) -> None:
         pause_for_budget(out, get_project_row(out.session, project_id, lock=True))
 
 
+@pytest.mark.parametrize("forge_kind", ["github", "gitlab"])
 def test_a_run_stopped_by_its_budget_delivers_a_draft_saying_why_and_resuming_continues_it(
-    world: World,
+    world: World, forge_kind: str
 ) -> None:
     # Given a project whose first task is done and whose second is half done
-    project_id = world.start(pull_request="ready")
+    project_id = world.start(pull_request="ready", forge=forge_kind)
     world.finish_task(project_id, "Added the API")
     half = world.agent_commits(project_id, "half.txt", "half done")
 
@@ -239,10 +240,12 @@ def test_a_run_stopped_by_its_budget_delivers_a_draft_saying_why_and_resuming_co
     # Then the half-done work is on the project's branch, in a draft that says why it stopped
     assert world.server.branches(REPO)[f"raas/{project_id}/project"] == half
     [pull] = world.forge.pulls(REPO)
+    description = "body" if forge_kind == "github" else "description"
     assert pull["draft"] is True
-    assert "**Stopped early** (paused): budget\\_exceeded: spent $0\\.0000 of $5\\.00" in pull["body"]
-    assert pull["title"].startswith("[paused] ")
-    assert world.forge.comments(REPO, pull["number"]) == []
+    assert "**Stopped early** (paused): budget\\_exceeded: spent $0\\.0000 of $5\\.00" in pull[description]
+    assert pull["title"].startswith("[paused] " if forge_kind == "github" else "Draft: [paused] ")
+    number = pull["number"] if forge_kind == "github" else pull["iid"]
+    assert world.forge.comments(REPO, number) == []
 
     # When the budget is raised and the project completes
     lifecycle.set_budget(project_id, Decimal(50), world.coordinator.dispatcher, NullBus())
@@ -253,10 +256,18 @@ def test_a_run_stopped_by_its_budget_delivers_a_draft_saying_why_and_resuming_co
     head = git("rev-parse", "main", cwd=world.bare(project_id))
     assert world.server.branches(REPO)[f"raas/{project_id}/project"] == head
     [pull] = world.forge.pulls(REPO)
-    assert "**Completed**" in pull["body"]
-    [comment] = world.forge.comments(REPO, pull["number"])
+    assert "**Completed**" in pull[description]
+    [comment] = world.forge.comments(REPO, number)
     assert "**Completed**" in comment
     assert "| **total** |" in comment
+    # And the draft is marked ready where the forge's REST API can (GitLab: the title loses its
+    # Draft: prefix); GitHub's cannot, and the comment says so
+    if forge_kind == "gitlab":
+        assert (pull["draft"], pull["title"]) == (False, "Add an API: Added the API")
+        assert "still a draft" not in comment
+    else:
+        assert pull["draft"] is True
+        assert "It is still a draft: this forge's REST API cannot mark it ready" in comment
     assert [
         e["type"] for e in _events(project_id, events.PULL_REQUEST_OPENED, events.PULL_REQUEST_UPDATED)
     ] == [
@@ -273,7 +284,7 @@ def test_a_run_stopped_by_its_budget_delivers_a_draft_saying_why_and_resuming_co
     world.deliver_all()
 
     # Then the comment, found by its hidden key, is not posted twice
-    assert len(world.forge.comments(REPO, pull["number"])) == 1
+    assert len(world.forge.comments(REPO, number)) == 1
     assert len(world.forge.pulls(REPO)) == 1
 
 

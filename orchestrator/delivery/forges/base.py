@@ -45,7 +45,12 @@ class Forge(Protocol):
         self, head: str, base: str, title: str, body: str, *, draft: bool
     ) -> PullRequest: ...
 
-    def update_pull_request(self, pull_request: PullRequest, title: str, body: str) -> None: ...
+    def update_pull_request(
+        self, pull_request: PullRequest, title: str, body: str, *, draft: bool
+    ) -> PullRequest:
+        """Rewrite its title and body, and make it a draft or ready for review as ``draft`` says
+        where the forge's REST API can (GitHub's cannot): the pull request as the forge now shows it."""
+        ...
 
     def comment_bodies(self, pull_request: PullRequest) -> list[str]: ...
 

@@ -1,5 +1,9 @@
 """GitHub's REST API: pulls and issue comments (a fine-grained token with "Pull requests: write"
-and "Contents: write" on the repository, or a classic token with ``repo``)."""
+and "Contents: write" on the repository, or a classic token with ``repo``).
+
+REST cannot turn a draft into a pull request ready for review (only GraphQL's
+``markPullRequestReadyForReview`` can): a draft stays one, and the delivery says so in its comment.
+"""
 
 from __future__ import annotations
 
@@ -41,10 +45,14 @@ class GitHub:
         data = {"title": title, "head": head, "base": base, "body": body, "draft": draft}
         return _pull_request(self._rest.request("POST", f"{self._repo}/pulls", json=data))
 
-    def update_pull_request(self, pull_request: PullRequest, title: str, body: str) -> None:
-        self._rest.request(
+    def update_pull_request(
+        self, pull_request: PullRequest, title: str, body: str, *, draft: bool
+    ) -> PullRequest:
+        del draft  # REST's PATCH ignores it (see the module's docstring); the answer shows what stays
+        data = self._rest.request(
             "PATCH", f"{self._repo}/pulls/{pull_request.number}", json={"title": title, "body": body}
         )
+        return _pull_request(data) if data else pull_request
 
     def comment_bodies(self, pull_request: PullRequest) -> list[str]:
         path = f"{self._repo}/issues/{pull_request.number}/comments"

@@ -1,5 +1,8 @@
 """GitLab's REST API (v4): merge requests and their notes (a project or personal access token with
-the ``api`` scope; ``write_repository`` alone pushes but cannot open a merge request)."""
+the ``api`` scope; ``write_repository`` alone pushes but cannot open a merge request).
+
+A merge request is a draft while its title starts with ``Draft:``: rewriting the title without it
+marks it ready."""
 
 from __future__ import annotations
 
@@ -43,10 +46,13 @@ class GitLab:
         }
         return _merge_request(self._rest.request("POST", f"{self._project}/merge_requests", json=data))
 
-    def update_pull_request(self, pull_request: PullRequest, title: str, body: str) -> None:
-        title = f"{DRAFT_PREFIX}{title}" if pull_request.draft else title
+    def update_pull_request(
+        self, pull_request: PullRequest, title: str, body: str, *, draft: bool
+    ) -> PullRequest:
+        title = f"{DRAFT_PREFIX}{title}" if draft else title
         path = f"{self._project}/merge_requests/{pull_request.number}"
-        self._rest.request("PUT", path, json={"title": title, "description": body})
+        data = self._rest.request("PUT", path, json={"title": title, "description": body})
+        return _merge_request(data) if data else pull_request
 
     def comment_bodies(self, pull_request: PullRequest) -> list[str]:
         path = f"{self._project}/merge_requests/{pull_request.number}/notes"
