@@ -41,8 +41,12 @@ USAGE = {
 
 def _script() -> dict[str, Any]:
     script: dict[str, Any] = json.loads((FIXTURES / "complete_h4.script.json").read_text())
-    # The agent shows its environment too, so the test sees what a command in the container sees.
-    script["responses"][1]["content"][1]["input"]["command"] = "python3 hello.py; env"
+    # The agent shows its environment too, and looks for the real key (by a prefix of it, so the key
+    # itself is not in its command) in every file it can reach.
+    search = f"grep -rlsF {REAL_KEY[:20]} / --exclude-dir=sys --exclude-dir=proc | wc -l"
+    script["responses"][1]["content"][1]["input"]["command"] = (
+        f"python3 hello.py; env; echo found: $({search})"
+    )
     return script
 
 
@@ -103,6 +107,7 @@ def test_claude_code_writes_runs_and_completes_through_the_gateway(
     assert container["Config"]["User"] == "1000:1000"
     assert container["HostConfig"]["NetworkMode"] == "none"
     assert "ANTHROPIC_API_KEY=raas-gw-" in ran[0]["output"]  # the gateway's token, nothing else
+    assert "found: 0" in ran[0]["output"]  # in no file the container can read
     assert REAL_KEY not in everything_recorded(claude, project_id)
     history = workspace_git(claude, project_id, "log", "-p", "--all")
     assert REAL_KEY not in history
