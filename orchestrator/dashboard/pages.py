@@ -108,7 +108,10 @@ def project_rows(
 def workers_page(request: Request, session: Signed) -> HTMLResponse:
     options = request.app.state.dashboard
     found, error = [], None
-    if options.workers is not None:
+    if not session.principal.is_cluster:
+        # As GET /v1/workers: the whole cluster, every tenant's projects included.
+        error = "the workers page shows the whole cluster and needs the operators' token (RAAS_API_TOKEN)"
+    elif options.workers is not None:
         try:
             found = options.workers()
         except RaasError as exc:

@@ -180,6 +180,8 @@ def test_a_pipeline_is_watched_inspected_steered_and_costed_live_in_a_browser(
         page.click("#tab-outputs")
         expect(page.locator("#outputs .change-new").first).to_contain_text("done.txt")
         expect(page.locator("#cumulative-diff")).to_contain_text("+yes")
+        page.click("#tab-config")
+        expect(page.locator("#agent-config")).to_contain_text("claude-sonnet-4-6")
 
         # And the costs match `raas cost --json`
         cli = subprocess.run(
@@ -200,7 +202,10 @@ def test_a_pipeline_is_watched_inspected_steered_and_costed_live_in_a_browser(
         page.locator("#costs").scroll_into_view_if_needed()
         page.screenshot(path=str(shots / "project-costs.png"), full_page=True)
 
-        # And nothing any agent wrote ran or reached out
+        # And nothing any agent wrote ran or reached out, wherever it was shown (timeline included)
+        expect(page.locator("#timeline")).to_contain_text("<img src=x onerror=")
+        assert page.locator("img").count() == 0
+        assert page.locator('a[href^="javascript:"]').count() == 0
         assert dialogs == []
         assert foreign == []
         page.close()

@@ -224,10 +224,14 @@ def test_the_projects_list_pages_through_every_project_once_and_filters_by_statu
     assert re.findall(r'data-project="(\w+)"', filtered) == [paused]
 
 
-def test_the_workers_page_lists_workers_and_links_flower_only_over_http(site: Site) -> None:
-    page = site.client(site.token).get("/workers").text
+def test_the_workers_page_is_the_operators_and_links_flower_only_over_http(site: Site) -> None:
+    cluster = site.client(get_settings().api_token.get_secret_value())
+    page = cluster.get("/workers").text
     assert "w0@host" in page
     assert "javascript:" not in page  # the configured URL is not http(s): no link
+    tenants = site.client(site.token).get("/workers").text
+    assert "w0@host" not in tenants
+    assert "needs the operators&#39; token" in tenants  # (escaped, as all text)
 
 
 def _read_events(lines: Iterator[str], until_seq: int) -> list[int]:
