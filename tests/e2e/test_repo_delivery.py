@@ -14,54 +14,50 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
-from cryptography.fernet import Fernet
-from sqlalchemy import select
 
 from shared import events
-from shared.db import session_scope
-from shared.models import Delivery, DeliveryStatus, Event, PauseReason, Project, ProjectStatus
+from shared.models import PauseReason, ProjectStatus
+from tests.support.delivery import (
+    REPO,
+    World,
+    delivery_world,
+    done_step,
+    ended,
+    events_of,
+    project_row,
+    wait_delivered,
+    workspace,
+    write_step,
+)
 from tests.support.faults import wait_until
-from tests.support.forge import FakeForge, serve_forge
-from tests.support.git_server import GitServer, git, serve_git
-from tests.support.stack import Stack
+from tests.support.git_server import git
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
-REPO = "alice/app"
-DELIVERED_WITHIN_S = 60.0
 
-
-def _write(path: str, content: str, usage: dict[str, int]) -> dict[str, Any]:
-    return {
-        "content": [{"type": "tool_use", "name": "write", "input": {"path": path, "content": content}}],
-        "usage": usage,
-    }
-
-
-def _done(text: str, usage: dict[str, int]) -> dict[str, Any]:
-    return {
-        "content": [{"type": "tool_use", "name": "task_complete", "input": {"summary": text}}],
-        "usage": usage,
-    }
+@pytest.fixture
+def world(services: dict[str, str], tmp_path: Path) -> Iterator[World]:
+    with delivery_world(tmp_path) as world:
+        yield world
 
 
 # Two tasks, one iteration each: write a file, then say the task is done (known usage per call).
 TWO_TASKS_SCRIPT = {
     "responses": [
-        _write("api.py", "def api():\n    return 1\n", {"input_tokens": 1000, "output_tokens": 100}),
-        _done("Added the API.", {"input_tokens": 1100, "output_tokens": 20, "cache_read_input_tokens": 500}),
-        _write(
+        write_step("api.py", "def api():\n    return 1\n", {"input_tokens": 1000, "output_tokens": 100}),
+        done_step(
+            "Added the API.", {"input_tokens": 1100, "output_tokens": 20, "cache_read_input_tokens": 500}
+        ),
+        write_step(
             "DOCS.md",
             "# Docs\n",
             {"input_tokens": 900, "output_tokens": 80, "cache_creation_input_tokens": 300},
         ),
-        _done("Documented it.", {"input_tokens": 950, "output_tokens": 15}),
+        done_step("Documented it.", {"input_tokens": 950, "output_tokens": 15}),
     ],
     "when_exhausted": "error",
 }
@@ -79,125 +75,20 @@ depends_on = ["api"]
 """
 
 
-@dataclass
-class World:
-    server: GitServer
-    forge: FakeForge
-    url: str
-    tmp: Path
-
-    def delivery_toml(self, pull_request: str) -> str:
-        return (
-            f'[delivery]\npull_request = "{pull_request}"\nforge = "github"\napi_url = "{self.forge.url}"\n'
-        )
-
-    def stack(self, script: dict[str, Any]) -> Stack:
-        path = self.tmp / "script.json"
-        path.write_text(json.dumps(script))
-        env = {"RAAS_SECRET_KEY": Fernet.generate_key().decode()}
-        return Stack(log_dir=self.tmp / "logs", script=path, env=env).start()
-
-    def submit(self, stack: Stack, toml: str) -> str:
-        """``raas credentials set`` for the server's host, then ``raas submit --repo --ref main``."""
-        host = self.server.base_url.removeprefix("http://")
-        token_file = self.tmp / "token"
-        token_file.write_text(self.server.password + "\n")
-        stored = stack.cli(
-            "credentials", "set", host, "--username", self.server.username, "--token-file", str(token_file)
-        )
-        assert stored.returncode == 0, stored.stderr
-        config = self.tmp / "cfg"
-        config.mkdir(exist_ok=True)
-        (config / "raas.toml").write_text(toml)
-        prompt = self.tmp / "PROMPT.md"
-        prompt.write_text("Do the tasks.\n")
-        submitted = stack.cli(
-            "submit", str(config), "--repo", self.url, "--ref", "main", "--prompt-file", str(prompt)
-        )
-        assert submitted.returncode == 0, submitted.stderr
-        return submitted.stdout.strip()
-
-
-@pytest.fixture
-def world(services: dict[str, str], tmp_path: Path) -> Iterator[World]:
-    with serve_git(tmp_path / "served") as server, serve_forge(token=server.password) as forge:
-        url = server.create_repo(REPO, {"README.md": "hello\n"})
-        yield World(server, forge, url, tmp_path)
-
-
-@pytest.fixture
-def running() -> Iterator[list[Stack]]:
-    """Stacks a test started, stopped at its end whatever happened."""
-    stacks: list[Stack] = []
-    yield stacks
-    for stack in stacks:
-        stack.stop()
-
-
-def _project(project_id: str) -> Project:
-    with session_scope() as session:
-        project = session.get_one(Project, project_id)
-        session.expunge(project)
-    return project
-
-
-def _deliveries(project_id: str) -> dict[str, Delivery]:
-    with session_scope() as session:
-        rows = session.scalars(select(Delivery).where(Delivery.project_id == project_id)).all()
-        session.expunge_all()
-    return {row.key: row for row in rows}
-
-
-def _events(project_id: str, *types: str) -> list[dict[str, Any]]:
-    with session_scope() as session:
-        rows = session.execute(
-            select(Event.type, Event.data)
-            .where(Event.project_id == project_id, Event.type.in_(types))
-            .order_by(Event.seq)
-        ).all()
-    return [{"type": t, **d} for t, d in rows]
-
-
-def _wait_delivered(project_id: str, keys: set[str], stack: Stack, round_: int = 1) -> dict[str, Delivery]:
-    """Every delivery in ``keys`` delivered at ``round_`` or later; a bounded wait whose failure
-    shows the rows and the processes' logs (a delivery never consumed, a push stuck on a prompt)."""
-
-    def done() -> dict[str, Delivery] | None:
-        rows = _deliveries(project_id)
-        finished = all(
-            k in rows and rows[k].status == DeliveryStatus.DELIVERED and rows[k].round >= round_ for k in keys
-        )
-        return rows if finished else None
-
-    try:
-        result: dict[str, Delivery] = wait_until(done, DELIVERED_WITHIN_S, f"deliveries {sorted(keys)}")
-    except TimeoutError as exc:
-        rows = {k: (r.status.value, r.round, r.error) for k, r in _deliveries(project_id).items()}
-        msg = f"{exc}; rows: {rows}\n{stack.logs()}"
-        raise AssertionError(msg) from None
-    return result
-
-
-def _ended(project_id: str) -> ProjectStatus | None:
-    status = _project(project_id).status
-    return status if status.is_terminal else None
-
-
 def test_a_project_from_a_repository_delivers_its_branches_and_one_pull_request_with_the_receipt(
-    world: World, running: list[Stack]
+    world: World,
 ) -> None:
     # Given a coordinator and a worker, and a project submitted from the server's repository
     stack = world.stack(TWO_TASKS_SCRIPT)
-    running.append(stack)
     project_id = world.submit(stack, TWO_TASKS_TOML + world.delivery_toml("ready"))
 
     # When it runs to its end on the scripted model
-    ended = wait_until(lambda: _ended(project_id), 120, "the project to end")
-    assert ended == ProjectStatus.COMPLETED, stack.logs()
-    _wait_delivered(project_id, {"task:api", "task:docs", "project"}, stack)
+    status = wait_until(lambda: ended(project_id), 120, "the project to end")
+    assert status == ProjectStatus.COMPLETED, stack.logs()
+    wait_delivered(project_id, {"task:api", "task:docs", "project"}, stack)
 
     # Then each task's branch and the project's are on the remote, the base branch untouched
-    bare = Path(stack.env["RAAS_DATA_DIR"]) / "workspaces" / f"{project_id}.git"
+    bare = workspace(stack, project_id)
     head = git("rev-parse", "main", cwd=bare)
     branches = world.server.branches(REPO)
     assert branches[f"raas/{project_id}/project"] == head
@@ -231,11 +122,11 @@ def test_a_project_from_a_repository_delivers_its_branches_and_one_pull_request_
     assert "**Completed**: every task is done." in pull["body"]
     assert f"raas status {project_id}" in pull["body"]
     # And the events say so, and raas status shows the pull request's address
-    pushed = _events(project_id, events.DELIVERY_PUSHED, events.PULL_REQUEST_OPENED, events.DELIVERY_FAILED)
+    pushed = events_of(project_id, events.DELIVERY_PUSHED, events.PULL_REQUEST_OPENED, events.DELIVERY_FAILED)
     assert [e["type"] for e in pushed].count(events.DELIVERY_PUSHED) == 3
     assert [e["type"] for e in pushed][-1] == events.PULL_REQUEST_OPENED
-    status = stack.cli("status", project_id)
-    assert f"delivery: project -> raas/{project_id}/project  delivered  {pull['html_url']}" in status.stdout
+    shown = stack.cli("status", project_id)
+    assert f"delivery: project -> raas/{project_id}/project  delivered  {pull['html_url']}" in shown.stdout
     # And the credential went to git through the helper only: in no log
     assert world.server.password not in stack.logs()
 
@@ -244,9 +135,9 @@ def test_a_project_from_a_repository_delivers_its_branches_and_one_pull_request_
 COSTLY = {"input_tokens": 2000, "output_tokens": 200}
 BUDGET_SCRIPT = {
     "responses": [
-        _write("work.txt", "first half\n", COSTLY),
-        _write("more.txt", "second half\n", COSTLY),
-        _done("Finished the work.", {"input_tokens": 500, "output_tokens": 20}),
+        write_step("work.txt", "first half\n", COSTLY),
+        write_step("more.txt", "second half\n", COSTLY),
+        done_step("Finished the work.", {"input_tokens": 500, "output_tokens": 20}),
     ],
     "when_exhausted": "error",
 }
@@ -260,23 +151,22 @@ limit_usd = "0.01"
 
 
 def test_a_run_stopped_by_its_budget_delivers_a_draft_and_resuming_continues_on_the_same_branch(
-    world: World, running: list[Stack]
+    world: World,
 ) -> None:
     # Given a project from the repository with a budget of a cent
     stack = world.stack(BUDGET_SCRIPT)
-    running.append(stack)
     project_id = world.submit(stack, BUDGET_TOML + world.delivery_toml("ready"))
 
     # When its iterations spend it
     paused = wait_until(
-        lambda: _project(project_id).pause_reason == PauseReason.BUDGET_EXCEEDED, 120, "the budget pause"
+        lambda: project_row(project_id).pause_reason == PauseReason.BUDGET_EXCEEDED, 120, "the budget pause"
     )
     assert paused, stack.logs()
-    _wait_delivered(project_id, {"project"}, stack)
+    wait_delivered(project_id, {"project"}, stack)
 
     # Then what the agent wrote is on the project's branch, in a draft saying why the run stopped
     branch = f"raas/{project_id}/project"
-    bare = Path(stack.env["RAAS_DATA_DIR"]) / "workspaces" / f"{project_id}.git"
+    bare = workspace(stack, project_id)
     assert world.server.branches(REPO)[branch] == git("rev-parse", "main", cwd=bare)
     assert world.server.show(REPO, branch, "work.txt") == "first half"
     assert world.server.show(REPO, branch, "more.txt") == "second half"
@@ -289,9 +179,9 @@ def test_a_run_stopped_by_its_budget_delivers_a_draft_and_resuming_continues_on_
     # When the budget is raised (the run resumes) and the project completes
     raised = stack.cli("budget", project_id, "--limit", "5")
     assert raised.returncode == 0, raised.stderr
-    ended = wait_until(lambda: _ended(project_id), 120, "the project to end")
-    assert ended == ProjectStatus.COMPLETED, stack.logs()
-    _wait_delivered(project_id, {"project"}, stack, round_=2)
+    status = wait_until(lambda: ended(project_id), 120, "the project to end")
+    assert status == ProjectStatus.COMPLETED, stack.logs()
+    wait_delivered(project_id, {"project"}, stack, round_=2)
 
     # Then the same branch moved on, and the same pull request says so in one comment
     assert world.server.branches(REPO)[branch] == git("rev-parse", "main", cwd=bare)
@@ -304,5 +194,5 @@ def test_a_run_stopped_by_its_budget_delivers_a_draft_and_resuming_continues_on_
     assert "It is still a draft" in comment
     cost = json.loads(stack.cli("cost", project_id, "--json").stdout)
     assert f"${Decimal(str(cost['total_usd'])):.4f} |" in comment
-    opened = _events(project_id, events.PULL_REQUEST_OPENED, events.PULL_REQUEST_UPDATED)
+    opened = events_of(project_id, events.PULL_REQUEST_OPENED, events.PULL_REQUEST_UPDATED)
     assert [e["type"] for e in opened] == [events.PULL_REQUEST_OPENED, events.PULL_REQUEST_UPDATED]
