@@ -130,6 +130,17 @@ def test_a_pipeline_is_watched_inspected_steered_and_costed_live_in_a_browser(
         expect(_agent_button(page, "searcher", "completed")).to_have_count(1)
         expect(_agent_button(page, "analyzer", "completed")).to_have_count(1)
         expect(_agent_button(page, "builder")).to_have_count(1)
+        # And the graph (cytoscape, laid out by dagre) draws the task and its agents, statuses included
+        page.wait_for_function(
+            "window.raasLive.nodes().filter(n => n.kind === 'agent' && n.status === 'completed').length === 2"
+        )
+        drawn = page.evaluate("window.raasLive.nodes()")
+        assert {"id": "t:main", "kind": "task", "status": "running"} in drawn
+        assert sorted(n["status"] for n in drawn if n["kind"] == "agent") == [
+            "completed",
+            "completed",
+            "idle",
+        ]
         page.screenshot(path=str(shots / "project-graph.png"), full_page=True)
 
         # Then clicking the searcher opens its history, where the model's markup is only text

@@ -12,6 +12,8 @@
   const LIFECYCLE = /^(project_|iteration_|task_|budget_|subagent_|prompt_|circuit_|api_key|no_workers|workers_back)/;
   const live = { lastSeq: 0, shown: 0, repeated: 0, source: null, connects: 0 };
   window.raasLive = live; // read by the browser tests: what the page has shown
+  // What the graph draws, for the browser tests: each node's id, kind and status.
+  live.nodes = () => (cy ? cy.nodes().map((n) => ({ id: n.id(), kind: n.data("kind"), status: n.data("status") })) : []);
   let selectedAgent = null;
   let cy = null;
 
