@@ -231,7 +231,14 @@ async def upload_iteration_workspace(
     body = await save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
         sha, files = advance.accept_workspace(
-            ctx.workspaces_dir, project_id, iteration_id, attempt, base, body
+            ctx.workspaces_dir,
+            project_id,
+            iteration_id,
+            attempt,
+            base,
+            body,
+            dispatcher=ctx.dispatcher,
+            bus=ctx.bus,
         )
     finally:
         body.unlink(missing_ok=True)

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, aliased
 
 from orchestrator.scheduling import workflows, workspace
 from orchestrator.scheduling.admission import breaker_trips, pump, schedule
+from orchestrator.scheduling.deliveries import deliver_late_work
 from orchestrator.scheduling.dispatch import Dispatcher
 from orchestrator.scheduling.lookup import FINISHED_AGENT, get_project_row, waiting_for_children
 from orchestrator.scheduling.outbox import Outbox, transaction
@@ -209,9 +210,18 @@ def _completion_confirmed(session: Session, agent_id: str, threshold: int) -> bo
 
 
 def accept_workspace(
-    workspaces_dir: Path, project_id: str, iteration_id: str, attempt: int, base_sha: str, bundle: Path
+    workspaces_dir: Path,
+    project_id: str,
+    iteration_id: str,
+    attempt: int,
+    base_sha: str,
+    bundle: Path,
+    *,
+    dispatcher: Dispatcher,
+    bus: EventBus,
 ) -> tuple[str, list[str]]:
-    """Take a running iteration's commits into the project's workspace (DESIGN.md rule 7)."""
+    """Take a running iteration's commits into the project's workspace (DESIGN.md rule 7); commits
+    that come after the run ended are delivered in a new round (work is never lost, rule 10)."""
     with session_scope() as session:
         get_project_row(session, project_id)
         iteration = session.get(Iteration, iteration_id)
@@ -224,7 +234,10 @@ def accept_workspace(
             )
             raise Conflict(msg)
     sha, files = workspace.accept_bundle(workspaces_dir, project_id, iteration_id, base_sha, bundle)
-    with session_scope() as session:
-        project = get_project_row(session, project_id, lock=True)
+    with transaction(dispatcher, bus) as out:
+        project = get_project_row(out.session, project_id, lock=True)
+        moved = project.workspace_sha != sha
         project.workspace_sha = sha
+        if moved:
+            deliver_late_work(out, project)
     return sha, files

@@ -51,6 +51,15 @@ def deliver_project(out: Outbox, project: Project) -> None:
     _decide(out, project, PROJECT_KEY, DeliveryKind.PROJECT, None)
 
 
+def deliver_late_work(out: Outbox, project: Project) -> None:
+    """An iteration's commits were accepted after its run ended or was paused (it was still running
+    when ``raas stop`` came): the project's delivery may already have pushed without them, so a
+    new round pushes them (and says so on the pull request). Call it with the project row locked."""
+    if project.status in (ProjectStatus.CREATED, ProjectStatus.RUNNING):
+        return
+    deliver_project(out, project)
+
+
 def _decide(out: Outbox, project: Project, key: str, kind: DeliveryKind, task_key: str | None) -> None:
     config = ProjectConfig.model_validate(project.config)
     remote = remote_of(project, config)

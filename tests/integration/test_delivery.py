@@ -32,7 +32,7 @@ from orchestrator.api import create_app
 from orchestrator.cli.projects import delivery_lines
 from orchestrator.delivery import deliver
 from orchestrator.remotes.credentials import set_credential
-from orchestrator.scheduling import lifecycle
+from orchestrator.scheduling import advance, lifecycle
 from orchestrator.scheduling.lookup import get_project_row
 from orchestrator.scheduling.outbox import transaction
 from orchestrator.scheduling.reconcile import Reconciler
@@ -40,6 +40,7 @@ from orchestrator.scheduling.transitions import pause_for_budget
 from shared import events
 from shared.db import session_scope
 from shared.events import NullBus
+from shared.git import RESULT_REF
 from shared.models import (
     Base,
     CredentialKind,
@@ -286,6 +287,61 @@ def test_a_run_stopped_by_its_budget_delivers_a_draft_saying_why_and_resuming_co
     # Then the comment, found by its hidden key, is not posted twice
     assert len(world.forge.comments(REPO, number)) == 1
     assert len(world.forge.pulls(REPO)) == 1
+
+
+def _late_bundle(world: World, project_id: str, tmp: Path) -> tuple[str, Path]:
+    """A running iteration's commit, as its worker sends it: a bundle of ``base..raas-result``."""
+    bare = world.bare(project_id)
+    base = git("rev-parse", "main", cwd=bare)
+    work = tmp / "late"
+    git("clone", "--quiet", str(bare), str(work))
+    (work / "late.txt").write_text("written after the stop\n")
+    git("add", "-A", cwd=work)
+    git("commit", "--quiet", "-m", "iteration: late", cwd=work)
+    git("update-ref", f"refs/heads/{RESULT_REF}", "HEAD", cwd=work)
+    bundle = tmp / "late.bundle"
+    git("bundle", "create", "-q", str(bundle), f"{base}..{RESULT_REF}", cwd=work)
+    return base, bundle
+
+
+def test_work_an_iteration_commits_after_the_stop_is_delivered_in_a_new_round(
+    world: World, tmp_path: Path
+) -> None:
+    # Given a project whose first iteration is running on a worker
+    project_id = world.start(pull_request="ready")
+    running = world.coordinator.in_flight()[0]
+    claim = world.coordinator.given(running.id)
+
+    # When the user stops it, and its delivery runs before the iteration ends
+    lifecycle.stop_project(project_id, world.coordinator.dispatcher, NullBus())
+    world.deliver_all()
+    branch = f"raas/{project_id}/project"
+    [pull] = world.forge.pulls(REPO)
+    assert pull["draft"] is True
+    assert "stopped by the user" in pull["body"]
+
+    # And then the iteration's commits arrive
+    base, bundle = _late_bundle(world, project_id, tmp_path)
+    assert world.server.branches(REPO)[branch] == base
+    accept = {"dispatcher": world.coordinator.dispatcher, "bus": NullBus()}
+    sha, _ = advance.accept_workspace(
+        world.settings.workspaces_dir(), project_id, running.id, claim.attempt, base, bundle, **accept
+    )
+    world.deliver_all()
+
+    # Then a new round pushes them to the same branch, and the same pull request says so once
+    assert world.server.branches(REPO)[branch] == sha
+    assert world.server.show(REPO, branch, "late.txt") == "written after the stop"
+    [pull] = world.forge.pulls(REPO)
+    [comment] = world.forge.comments(REPO, pull["number"])
+    assert "**Stopped early** (stopped): stopped by the user" in comment
+    assert _deliveries(project_id)["project"].round == 2
+
+    # And the same commits sent again (their answer lost) start no other round
+    advance.accept_workspace(
+        world.settings.workspaces_dir(), project_id, running.id, claim.attempt, base, bundle, **accept
+    )
+    assert _deliveries(project_id)["project"].round == 2
 
 
 def _push_theirs(world: World, branch: str, tmp: Path) -> str:
