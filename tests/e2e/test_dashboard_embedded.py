@@ -84,6 +84,10 @@ def test_raas_run_ui_serves_the_dashboard_and_stops_the_run_from_it(tmp_path: Pa
             # When iterations run, the page shows them live (from the run's database)
             expect(page.locator("tr.type-iteration_complete").first).to_be_attached(timeout=30_000)
 
+            # And the working agent's inspector shows its output as it streams
+            page.locator("#agent-list button").first.click()
+            expect(page.locator("#live-output")).to_contain_text("Still looking into it.", timeout=30_000)
+
             # And the user stops the project from the page, the run ends with it
             page.click("#action-stop")
             expect(page.locator("#msg-stop")).to_contain_text("stopped")
