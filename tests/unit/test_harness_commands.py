@@ -94,11 +94,13 @@ def test_codex_is_relayed_with_analytics_updates_and_plugins_off() -> None:
 
 
 def test_opencode_is_pointed_at_the_relay_with_its_switches() -> None:
-    run = _invocation("opencode", "")
+    run = _invocation("opencode", "[harnesses.opencode]\nmax_turns = 5\n")
 
     argv = run.argv[run.argv.index("/opt/raas/harness/opencode") :]
     assert argv[1:4] == ["run", "--format", "json"]
+    assert _after(argv, "--title") == "demo iteration 1"  # no title side-request to pay for
     config = json.loads(run.env["OPENCODE_CONFIG_CONTENT"])
+    assert config["agent"]["build"]["steps"] == 5
     assert config["provider"]["anthropic"]["options"]["baseURL"] == "http://127.0.0.1:8765/v1"
     assert config["model"] == config["small_model"] == "anthropic/claude-sonnet-4-6"
     assert run.env["ANTHROPIC_API_KEY"] == TOKEN

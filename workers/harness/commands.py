@@ -192,20 +192,25 @@ stream_max_retries = {MAX_RETRIES}
 
 
 def opencode(claim: Claim, config: HarnessConfig, token: str, places: Places) -> Invocation:
-    """``opencode run --format json`` on the Anthropic API through the relay. It has no turn cap."""
+    """``opencode run --format json`` on the Anthropic API through the relay.
+
+    Its turn cap is its build agent's ``steps`` (past it the model is asked to wrap up), and the
+    session is given its title, so no side-request is made (and charged) for one.
+    """
     system, prompt = instructions(claim, places.workspace)
     model = config.model or claim.config.model
-    settings = {
+    settings: dict[str, object] = {
         "autoupdate": False,
         "share": "disabled",
         "model": f"anthropic/{model}",
-        # Its title side-request goes to small_model: the same model, so it is priced as the rest.
         "small_model": f"anthropic/{model}",
         "provider": {"anthropic": {"options": {"baseURL": f"http://127.0.0.1:{places.relay_port}/v1"}}},
+        "agent": {"build": {"steps": config.max_turns or claim.config.max_turns}},
     }
     if mcp_config.offered(claim):
         settings["mcp"] = mcp_config.opencode_entry(token, places.relay_port)
-    argv = [places.binary, "run", "--format", "json", *config.args, f"{system}\n\n{prompt}"]
+    title = f"{claim.project_name} iteration {claim.number}"
+    argv = [places.binary, "run", "--format", "json", "--title", title, *config.args, f"{system}\n\n{prompt}"]
     relayed, relay_env = _relayed(argv, places)
     env = {
         **_quiet(places),

@@ -137,7 +137,14 @@ class HostProcess:
             yield raw.decode(errors="replace").rstrip("\n")
         self.exit_code = self._proc.wait()
         self._timer.cancel()
+        # What it left running in its session (a relay, a background command) ends with it, as
+        # it would with its container.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
         self._reader.join(timeout=5)
+        for stream in (self._proc.stdout, self._proc.stderr):
+            if stream is not None:
+                stream.close()
 
     def stderr_tail(self, max_lines: int = 20) -> str:
         lines = self._stderr.decode(errors="replace").strip().splitlines()
