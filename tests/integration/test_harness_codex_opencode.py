@@ -143,3 +143,23 @@ def test_a_spent_budget_stops_codex_and_opencode_within_one_call(
         ].error
         assert project(project_id).spent_usd <= Decimal("0.01")
         assert [r for r in eng.requests(project_id) if r.step is not None] == []
+
+
+@pytest.mark.parametrize("harness", ["codex", "opencode"])
+def test_a_rejected_key_pauses_codex_and_opencode_projects_for_a_key(
+    services: dict[str, str], tmp_path: Path, harness: str
+) -> None:
+    script = {"responses": [{"error": {"status": 401}, "repeat": 20}]}
+    toml = '[harnesses.codex]\nmodel = "gpt-5.5"\n[pricing."gpt-5.5"]\ninput = 1.25\noutput = 10\n'
+    with engine(script, tmp_path, anthropic_api_key=SecretStr(ANTHROPIC_KEY), harness_timeout_s=60.0) as eng:
+        eng.settings = eng.settings.model_copy(
+            update={"openai_api_key": SecretStr(OPENAI_KEY), "openai_base_url": f"{eng.model.base_url}/v1"}
+        )
+        project_id = eng.submit(prompt="Write hello.py.", raas_toml=f'harness = "{harness}"\n{toml}')
+        eng.run_next(project_id)
+
+        iteration = iterations(project_id)[0]
+        assert iteration.status is IterationStatus.FAILED
+        assert project(project_id).pause_reason is PauseReason.API_KEY_REQUIRED, iteration.error
+        assert ANTHROPIC_KEY not in (iteration.error or "")
+        assert OPENAI_KEY not in (iteration.error or "")
