@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import func, select
 
-from orchestrator.queries.costs import _SUMS, Tokens, _line
+from orchestrator.queries.costs import CALL_SUMS, Tokens, cost_line
 from orchestrator.scheduling import workspace
 from orchestrator.scheduling.lookup import get_project_row
 from shared.db import session_scope
@@ -89,9 +89,9 @@ def agent_overview(project_id: str, agent_id: str) -> AgentOverview:
         get_project_row(session, project_id)
         agent = _agent_row(session, project_id, agent_id)
         sums = session.execute(
-            select(*_SUMS).where(Message.agent_id == agent_id, Message.role == "assistant")
+            select(*CALL_SUMS).where(Message.agent_id == agent_id, Message.role == "assistant")
         ).one()
-        line = _line(agent_id, tuple(sums))
+        line = cost_line(agent_id, tuple(sums))
         task = session.scalar(select(Task.key).where(Task.id == agent.task_id)) if agent.task_id else None
         return AgentOverview(
             id=agent.id,

@@ -64,14 +64,15 @@ class CostReport(BaseModel):
 
 
 # The call count, the sum of each Usage count (its columns are named as its fields), the cost.
-_SUMS = (
+CALL_SUMS = (
     func.count(Message.id),
     *(func.coalesce(func.sum(getattr(Message, name)), 0) for name in Usage.model_fields),
     func.coalesce(func.sum(Message.cost_usd), 0),
 )
 
 
-def _line(key: str, row: tuple[Any, ...]) -> CostLine:
+def cost_line(key: str, row: tuple[Any, ...]) -> CostLine:
+    """A line of a report from a row of ``CALL_SUMS`` (the dashboard's agent overview sums so too)."""
     calls, *counts, cost = row
     return CostLine(key=key, calls=calls, tokens=Usage.from_counts(counts), cost_usd=Decimal(cost))
 
@@ -79,10 +80,10 @@ def _line(key: str, row: tuple[Any, ...]) -> CostLine:
 def cost_report(project_id: str, with_receipts: bool = False) -> CostReport:
     with session_scope() as session:
         project = get_project_row(session, project_id)
-        calls = select(*_SUMS).where(Message.project_id == project_id, Message.role == "assistant")
-        total = _line("total", tuple(session.execute(calls).one()))
+        calls = select(*CALL_SUMS).where(Message.project_id == project_id, Message.role == "assistant")
+        total = cost_line("total", tuple(session.execute(calls).one()))
         by_agent = [
-            _line(f"{row[6]} ({row[7]}, depth {row[8]})", tuple(row[:6]))
+            cost_line(f"{row[6]} ({row[7]}, depth {row[8]})", tuple(row[:6]))
             for row in session.execute(
                 calls.add_columns(Agent.id, Agent.category, Agent.depth)
                 .join(Agent, Agent.id == Message.agent_id)
@@ -90,7 +91,7 @@ def cost_report(project_id: str, with_receipts: bool = False) -> CostReport:
             )
         ]
         by_model = [
-            _line(row[6] or "?", tuple(row[:6]))
+            cost_line(row[6] or "?", tuple(row[:6]))
             for row in session.execute(calls.add_columns(Message.model).group_by(Message.model))
         ]
         hours: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
@@ -133,14 +134,14 @@ def _receipts(project_id: str, config: ProjectConfig) -> list[Receipt]:
             select(Iteration).where(Iteration.project_id == project_id).order_by(Iteration.created_at)
         ).all()
         rows = session.execute(
-            select(Message.iteration_id, Message.model, *_SUMS)
+            select(Message.iteration_id, Message.model, *CALL_SUMS)
             .where(Message.project_id == project_id, Message.role == "assistant")
             .group_by(Message.iteration_id, Message.model)
         ).all()
-    usage = {row[0]: (row[1], _line("", tuple(row[2:]))) for row in rows}
+    usage = {row[0]: (row[1], cost_line("", tuple(row[2:]))) for row in rows}
     receipts = []
     for it in iterations:
-        model, line = usage.get(it.id, (None, _line("", (0, 0, 0, 0, 0, Decimal(0)))))
+        model, line = usage.get(it.id, (None, cost_line("", (0, 0, 0, 0, 0, Decimal(0)))))
         duration = (
             (it.finished_at - it.started_at).total_seconds() if it.finished_at and it.started_at else None
         )
