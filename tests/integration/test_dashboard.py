@@ -285,3 +285,31 @@ def test_an_idle_stream_gets_heartbeats(site: Site) -> None:
             if comments == 2:
                 break
     assert comments == 2
+
+
+def test_an_iterations_files_are_marked_new_deleted_renamed_or_modified(tmp_path: Path) -> None:
+    from orchestrator.queries.agents import changed_files
+    from shared.git import git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "old.txt").write_text("a fairly long line that git can follow when it moves\n" * 5)
+    (repo / "gone.txt").write_text("bye\n")
+    (repo / "kept.txt").write_text("1\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "old.txt").rename(repo / "moved.txt")
+    (repo / "gone.txt").unlink()
+    (repo / "kept.txt").write_text("2\n")
+    (repo / "<img src=x onerror=alert(1)>.txt").write_text("new\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "work")
+    files = {(f.change, f.path, f.old_path) for f in changed_files(repo, base, "HEAD")}
+    assert files == {
+        ("renamed", "moved.txt", "old.txt"),
+        ("deleted", "gone.txt", None),
+        ("modified", "kept.txt", None),
+        ("new", "<img src=x onerror=alert(1)>.txt", None),
+    }
