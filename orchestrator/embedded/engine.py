@@ -86,6 +86,7 @@ class ThreadDispatcher:
         self._wake = wake
         # Runs a delivery; set by the engine (it holds the settings and the bus).
         self.on_delivery: Callable[[str], None] | None = None
+        self.deliveries: list[threading.Thread] = []
 
     def enqueue_iteration(self, project_id: str, iteration_id: str) -> None:
         if project_id != self.project_id:
@@ -98,9 +99,21 @@ class ThreadDispatcher:
     def enqueue_delivery(self, delivery_id: str) -> None:
         """A delivery runs in a thread of its own: it talks to the remote, not to a sandbox."""
         if self.on_delivery is not None:
-            threading.Thread(
+            thread = threading.Thread(
                 target=self.on_delivery, args=(delivery_id,), name="delivery", daemon=True
-            ).start()
+            )
+            with self._lock:
+                self.deliveries.append(thread)
+            thread.start()
+
+    def wait_deliveries(self, timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s`` in all) for the deliveries started so far; whether all ended."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            threads = list(self.deliveries)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in threads)
 
     def take(self) -> tuple[str, str] | None:
         """The next iteration to run; None tells a worker thread to end."""

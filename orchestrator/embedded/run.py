@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 
 from rich.console import Console
+from sqlalchemy import select
 
 from orchestrator.embedded.engine import EmbeddedEngine, embedded_settings, prepare_data_dir
 from orchestrator.embedded.live import RunView
@@ -32,7 +33,7 @@ from shared.archive import pack_directory, pack_files
 from shared.db import session_scope
 from shared.errors import InvalidInput
 from shared.harnesses import check_binaries
-from shared.models import PauseReason, Project, ProjectStatus
+from shared.models import Delivery, DeliveryStatus, PauseReason, Project, ProjectStatus
 from shared.project_config import ProjectConfig
 from shared.settings import Settings
 from workers.harness.session import check_host_run
@@ -41,6 +42,8 @@ from workers.sandbox.choice import SandboxChoice, SandboxKind, choose_sandbox
 
 log = logging.getLogger(__name__)
 SANDBOX_KINDS = typing.get_args(SandboxKind)
+# How long a finished run waits for its deliveries (pushes, the pull request) before it exits.
+DELIVERY_WAIT_S = 120.0
 # Why the scheduler paused -> what to call it and what the user can do.
 PAUSES = {
     PauseReason.BUDGET_EXCEEDED: ("budget", "raise [budget] limit_usd in raas.toml to let it go further"),
@@ -153,7 +156,32 @@ def _run(engine: EmbeddedEngine, view: RunView, checked: CheckedRun) -> ProjectS
             _stop(engine, project_id)
             _report(checked, project_id)
         raise
+    _finish_deliveries(engine, checked, project_id)
     return _report(checked, project_id)
+
+
+def _finish_deliveries(engine: EmbeddedEngine, checked: CheckedRun, project_id: str) -> None:
+    """Wait (bounded) for the run's deliveries: nothing retries them once this process exits, so
+    one left pending or failed is said on stderr, with how to push the branch by hand."""
+    engine.dispatcher.wait_deliveries(DELIVERY_WAIT_S)
+    repo = workspace.repo_path(checked.settings.workspaces_dir(), project_id)
+    with session_scope() as session:
+        undone = session.execute(
+            select(Delivery.branch, Delivery.remote, Delivery.status, Delivery.error).where(
+                Delivery.project_id == project_id, Delivery.status != DeliveryStatus.DELIVERED
+            )
+        ).all()
+    for branch, remote, status, error in undone:
+        what = (
+            f"still pending after {DELIVERY_WAIT_S:.0f} s, left undone"
+            if status == DeliveryStatus.PENDING
+            else f"failed: {error}"
+        )
+        sys.stderr.write(
+            f"delivery of {branch}: {what}; push it yourself: "
+            f"git -C {repo} push {remote} main:refs/heads/{branch}\n"
+        )
+    sys.stderr.flush()
 
 
 def _stop(engine: EmbeddedEngine, project_id: str) -> None:

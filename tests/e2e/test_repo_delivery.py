@@ -13,6 +13,8 @@ suite's timeout.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -35,6 +37,9 @@ from tests.support.delivery import (
 )
 from tests.support.faults import wait_until
 from tests.support.git_server import git
+from tests.support.stack import RAAS
+from workers.scripted_model.script import Script
+from workers.scripted_model.server import ScriptedModelServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -196,3 +201,45 @@ def test_a_run_stopped_by_its_budget_delivers_a_draft_and_resuming_continues_on_
     assert f"${Decimal(str(cost['total_usd'])):.4f} |" in comment
     opened = events_of(project_id, events.PULL_REQUEST_OPENED, events.PULL_REQUEST_UPDATED)
     assert [e["type"] for e in opened] == [events.PULL_REQUEST_OPENED, events.PULL_REQUEST_UPDATED]
+
+
+def test_raas_run_delivers_before_it_exits_and_says_what_it_could_not(world: World, tmp_path: Path) -> None:
+    # Given a project directory for raas run naming a repository anyone may push to, and asking
+    # for a pull request (which needs a stored token: raas run has none)
+    world.server.anonymous_read = world.server.anonymous_write = True
+    directory = tmp_path / "project"
+    directory.mkdir()
+    (directory / "PROMPT.md").write_text("Do the work.\n")
+    source = f'[source]\nrepo = "{world.url}"\nref = "main"\n'
+    (directory / "raas.toml").write_text("max_iterations = 2\n" + source + world.delivery_toml("ready"))
+    script = {"responses": [write_step("work.txt", "done\n", {"input_tokens": 10}), done_step("Did it.", {})]}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RAAS_DATABASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "RAAS_SANDBOX")
+    }
+
+    # When it runs to its end
+    with ScriptedModelServer(Script.model_validate(script)) as model:
+        env |= {
+            "RAAS_DATA_DIR": str(tmp_path / "data"),
+            "ANTHROPIC_BASE_URL": model.base_url,
+            "RAAS_SANDBOX": "local",
+        }
+        done = subprocess.run(
+            [*RAAS, "run", str(directory)], env=env, capture_output=True, text=True, timeout=180, check=False
+        )
+
+    # Then the branches were pushed before the process exited
+    assert done.returncode == 0, done.stdout + done.stderr
+    bare = next((tmp_path / "data" / "workspaces").glob("*.git"))
+    head = git("rev-parse", "main", cwd=bare)
+    branches = world.server.branches(REPO)
+    [project_branch] = [b for b in branches if b.endswith("/project")]
+    assert branches[project_branch] == head
+    assert world.server.show(REPO, project_branch, "work.txt") == "done"
+    # And the pull request it could not open is said on stderr, with how to push by hand
+    assert world.forge.pulls(REPO) == []
+    [line] = [row for row in done.stderr.splitlines() if row.startswith(f"delivery of {project_branch}")]
+    assert "failed: opening the pull request needs a token" in line
+    assert f"git -C {bare} push {world.url} main:refs/heads/{project_branch}" in line

@@ -78,6 +78,8 @@ class GitServer:
     users: dict[str, str] = field(default_factory=dict)
     # Anyone may clone and fetch without a credential (a public repository); pushing still needs one.
     anonymous_read: bool = False
+    # Anyone may push too (a scratch remote): what ``raas run``, which has no stored credential, can push to.
+    anonymous_write: bool = False
     requests: list[Request] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -243,7 +245,8 @@ def _handler(server: GitServer) -> type[BaseHTTPRequestHandler]:
         def _serve(self) -> None:
             path, _, query = self.path.partition("?")
             username, auth = _credential(self.headers.get("Authorization"), server.users)
-            if auth == "missing" and server.anonymous_read and "receive-pack" not in self.path:
+            pushing = "receive-pack" in self.path
+            if auth == "missing" and (server.anonymous_write or (server.anonymous_read and not pushing)):
                 auth = "anonymous"  # a public repository: reading needs no credential
             if auth not in ("ok", "anonymous"):
                 server.record(Request(self.command, path, username, auth, 401))
