@@ -48,6 +48,8 @@ pull_request_url  # unused variable (shared/models.py Delivery, shared/schemas.p
 delivered_at  # unused variable (shared/models.py Delivery: when it was delivered, for operators)
 _.delivered_at  # unused attribute (orchestrator/delivery/run.py)
 _._branch_makes_ref_names  # unused method (shared/project_config.py: DeliveryConfig's validator, called by pydantic)
+_._remote_carries_no_credential  # unused method (shared/project_config.py: DeliveryConfig's validator, called by pydantic)
+branches  # unused variable (orchestrator/api/projects.py RedeliveryOut: the answer of raas deliver, read by clients)
 _.should_exit  # unused attribute (orchestrator/service/server.py:72)
 advance_project  # unused function (orchestrator/service/tasks.py:19)
 model_config  # unused variable (orchestrator/transcripts/model.py:32)
