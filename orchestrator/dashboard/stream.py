@@ -40,6 +40,7 @@ FLUSHES_PER_S = 60
 HEARTBEAT_S = 15.0
 FOLLOW_IDLE_S = 5.0
 LIST_CHANGES_PER_S = 1.0
+NO_REDIS_REFRESH_S = 3.0
 INT32_MAX = 2**31 - 1
 # Events that move the projects list (status, iteration, spent): anything but the chatter.
 CHATTY = frozenset({events.AGENT_OUTPUT_CHUNK, events.AGENT_TOOL_CALL, events.TOOL_EXECUTED})
@@ -164,7 +165,7 @@ class _ListWatch:
     """A thread on Redis (every project's channel) that flags a change to one of the viewer's
     projects; without Redis it flags one every few seconds (the page re-reads its rows)."""
 
-    def __init__(self, redis_url: str, tenant_id: str | None) -> None:
+    def __init__(self, redis_url: str | None, tenant_id: str | None) -> None:
         self.changed = threading.Event()
         self._stopped = threading.Event()
         self._redis_url, self._tenant_id = redis_url, tenant_id
@@ -182,6 +183,10 @@ class _ListWatch:
         return self._owners[project_id] == self._tenant_id
 
     def _run(self) -> None:
+        if self._redis_url is None:  # an embedded run publishes nothing: say "changed" now and then
+            while not self._stopped.wait(NO_REDIS_REFRESH_S):
+                self.changed.set()
+            return
         client = redis.Redis.from_url(self._redis_url)
         while not self._stopped.is_set():
             try:
@@ -227,6 +232,8 @@ async def list_messages(watch: _ListWatch) -> AsyncIterator[str]:
 
 
 @router.get("/projects-stream")
-async def projects_stream(ctx: Ctx, session: Signed) -> StreamingResponse:
-    watch = _ListWatch(ctx.settings.redis_url, session.principal.tenant_id)
+async def projects_stream(request: Request, ctx: Ctx, session: Signed) -> StreamingResponse:
+    # A dashboard given its own follower (raas run --ui) has no Redis to watch.
+    redis_url = None if request.app.state.dashboard.follower else ctx.settings.redis_url
+    watch = _ListWatch(redis_url, session.principal.tenant_id)
     return StreamingResponse(list_messages(watch), media_type="text/event-stream", headers=SSE_HEADERS)
