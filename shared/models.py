@@ -180,19 +180,23 @@ class GitCredential(Base):
 
 class Project(Base):
     __tablename__ = "projects"
-    # The reconcile loop reads the marked projects every pass: the index holds only those.
     __table_args__ = (
+        # The reconcile loop reads the marked projects every pass: the index holds only those.
         Index(
             "ix_projects_waiting_for_worker",
             "id",
             postgresql_where=text("waiting_for_worker_since IS NOT NULL"),
             sqlite_where=text("waiting_for_worker_since IS NOT NULL"),
         ),
+        # The projects list pages newest first by (created_at, id), a tenant's or the cluster's:
+        # a page reads its own rows, however many projects there are (queries/listing.py).
+        Index("ix_projects_tenant_created", "tenant_id", "created_at", "id"),
+        Index("ix_projects_created", "created_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     # None: created with the cluster token (operators, embedded runs).
-    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"))
     name: Mapped[str] = mapped_column(String(200))
     prompt: Mapped[str] = mapped_column(Text)
     config: Mapped[dict[str, Any]]
