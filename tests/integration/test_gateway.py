@@ -232,6 +232,39 @@ def test_a_spent_budget_is_refused_as_billing_and_nothing_is_sent_upstream(
     assert project(project_id).reserved_usd == 0
 
 
+def test_the_turn_cap_refuses_the_next_call_after_max_turns_answered_ones(
+    eng: Engine, gateway: Gateway
+) -> None:
+    # Given an iteration whose harness table caps it at two turns, and a model overloaded once
+    toml = 'harness = "claude-code"\n[harnesses.claude-code]\nmax_turns = 2\n'
+    script = {"responses": [{"error": {"status": 529}}, text("one"), text("two"), text("three")]}
+    with lease_for(eng, gateway, toml, script) as (project_id, lease, _):
+        # When the harness calls four times (the overloaded call is no turn)
+        answers = [call(lease, project_id) for _ in range(4)]
+        stats = lease.stats()
+        # and once more, in the Responses API
+        responses = call_responses(lease)
+
+    # Then the call after the cap is refused in the API's own format, never sent upstream
+    assert [a.status_code for a in answers] == [529, 200, 200, 402]
+    assert answers[3].headers["x-should-retry"] == "false"
+    assert "max_turns = 2" in answers[3].json()["error"]["message"]
+    assert responses.status_code == 400  # what Codex does not retry
+    assert responses.headers["x-should-retry"] == "false"
+    assert "max_turns = 2" in responses.json()["error"]["message"]
+    assert len(eng.requests(project_id)) == 3
+    assert stats.max_turns_reached
+    assert not stats.budget_exhausted
+    assert stats.calls == 2
+    assert project(project_id).reserved_usd == 0
+
+
+def call_responses(lease: GatewayLease) -> httpx.Response:
+    body = {"model": "gpt-5.5", "input": "Go on.", "stream": True}
+    with client(lease) as http:
+        return http.post("/v1/responses", json=body, headers={"authorization": f"Bearer {lease.token}"})
+
+
 def test_overloaded_answers_are_relayed_and_only_the_success_is_charged(
     eng: Engine, gateway: Gateway
 ) -> None:

@@ -144,38 +144,7 @@ def test_a_spent_budget_stops_the_harness_within_one_call(services: dict[str, st
         assert len(eng.requests(project_id)) <= 1
 
 
-def test_a_burst_of_overloads_is_retried_and_each_call_charged_once(
-    services: dict[str, str], tmp_path: Path
-) -> None:
-    script = {
-        "responses": [
-            {"error": {"status": 529}, "repeat": 2},
-            {"content": [{"type": "text", "text": "Done. TASK COMPLETE"}], "usage": USAGE},
-        ]
-    }
-    with engine(script, tmp_path, anthropic_api_key=SecretStr(REAL_KEY)) as eng:
-        project_id = _one(eng)
-
-        (iteration,) = iterations(project_id)
-        assert iteration.completed_task, iteration.error
-        retries = event_log(project_id, "llm_retry")
-        assert len(retries) >= 2
-        replies = [m for m in messages(project_id) if m.role == "assistant"]
-        assert [m.input_tokens for m in replies] == [1000]
-        assert project(project_id).spent_usd == replies[0].cost_usd
-
-
-def test_a_missing_binary_fails_the_iteration_naming_the_setup_command(
-    services: dict[str, str], tmp_path: Path
-) -> None:
-    with engine(_script(), tmp_path, harness_cache=tmp_path / "empty-cache") as eng:
-        project_id = _one(eng)
-
-        iteration = iterations(project_id)[0]
-        assert iteration.status is IterationStatus.FAILED
-        assert "scripts/setup.sh" in (iteration.error or "")
-        assert "\n" not in (iteration.error or "")
-        assert eng.requests(project_id) == []
+# A burst of overloads and a missing binary: for every CLI in test_harness_codex_opencode.py.
 
 
 def test_a_hung_run_is_killed_at_the_wall_clock_limit_and_what_it_wrote_is_kept(

@@ -6,6 +6,7 @@ ledger and the real keys stay in the worker."""
 from __future__ import annotations
 
 import json
+import logging
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from pydantic import SecretStr
 
 from shared.errors import InvalidInput
 from shared.models import IterationStatus, PauseReason, ProjectStatus
-from tests.support.engine import engine
+from tests.support.engine import Engine, engine
 from tests.support.records import event_log, everything_recorded, iterations, messages, project, workspace_git
 from workers.harness.session import check_host_run
 from workers.sandbox.factory import LocalSandboxConfig, factory_for
@@ -25,6 +26,8 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "harnesses"
 ANTHROPIC_KEY = "sk-ant-real-anthropic-key-kept-in-the-worker-42"
 OPENAI_KEY = "sk-real-openai-key-kept-in-the-worker-42"
 DONE = "TASK COMPLETE"
+CODEX_TOML = '[harnesses.codex]\nmodel = "gpt-5.5"\n[pricing."gpt-5.5"]\ninput = 1.25\noutput = 10\n'
+USAGE = {"input_tokens": 1000, "output_tokens": 50}
 
 
 def _script(harness: str) -> dict[str, Any]:
@@ -163,3 +166,98 @@ def test_a_rejected_key_pauses_codex_and_opencode_projects_for_a_key(
         assert project(project_id).pause_reason is PauseReason.API_KEY_REQUIRED, iteration.error
         assert ANTHROPIC_KEY not in (iteration.error or "")
         assert OPENAI_KEY not in (iteration.error or "")
+
+
+# Each CLI's own settings: Codex on an OpenAI model (priced here); Claude Code told to allow more
+# turns than the cap, so the gateway's cap, not its own --max-turns, is what ends it.
+_CLI_TOML = {
+    "claude-code": '[harnesses.claude-code]\nargs = ["--max-turns", "5"]\n',
+    "codex": CODEX_TOML,
+    "opencode": "",
+}
+ALL_CLIS = ["claude-code", "codex", "opencode"]
+
+
+def _toml(harness: str, extra: str = "") -> str:
+    table = _CLI_TOML[harness]
+    if extra:  # keys of [harnesses.NAME], added to its table
+        table = table or f"[harnesses.{harness}]\n"
+        table = table.replace(f"[harnesses.{harness}]\n", f"[harnesses.{harness}]\n{extra}")
+    return f'harness = "{harness}"\ncompletion_marker = "{DONE}"\n{table}'
+
+
+def _engine(script: dict[str, Any], tmp_path: Path, **settings: Any) -> Any:
+    return engine(script, tmp_path, anthropic_api_key=SecretStr(ANTHROPIC_KEY), **settings)
+
+
+def _with_openai(eng: Engine) -> None:
+    eng.settings = eng.settings.model_copy(
+        update={"openai_api_key": SecretStr(OPENAI_KEY), "openai_base_url": f"{eng.model.base_url}/v1"}
+    )
+
+
+@pytest.mark.parametrize("harness", ALL_CLIS)
+def test_the_gateways_turn_cap_ends_every_cli_without_completion_and_the_loop_goes_on(
+    services: dict[str, str], tmp_path: Path, harness: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a one-turn cap and a script that writes hello.py in its first answer
+    caplog.set_level(logging.INFO, logger="workers.gateway.gate")
+    with _engine(_script(harness), tmp_path) as eng:
+        _with_openai(eng)
+        project_id = eng.submit(
+            prompt="Write hello.py and run it.", raas_toml=_toml(harness, "max_turns = 1\n")
+        )
+        # When its first iteration runs
+        eng.run_next(project_id)
+
+        # Then the call after the cap is refused once (no CLI retries it) and never sent upstream
+        refusals = [r for r in caplog.records if "turn cap" in r.getMessage()]
+        assert len(refusals) == 1, [r.getMessage() for r in caplog.records]
+        assert len([m for m in messages(project_id) if m.role == "assistant"]) == 1
+        # And the iteration ends without completion, keeping what it wrote, and the loop goes on
+        iteration = iterations(project_id)[0]
+        assert iteration.status is IterationStatus.SUCCEEDED, iteration.error
+        assert not iteration.completed_task
+        assert iteration.files_changed == ["hello.py"]
+        assert project(project_id).status is ProjectStatus.RUNNING
+        assert eng.dispatcher.pending(project_id)
+
+
+@pytest.mark.parametrize("harness", ALL_CLIS)
+def test_a_burst_of_overloads_is_retried_by_every_cli_and_the_call_charged_once(
+    services: dict[str, str], tmp_path: Path, harness: str
+) -> None:
+    script = {
+        "responses": [
+            {"error": {"status": 529}, "repeat": 2},
+            {"content": [{"type": "text", "text": f"Done. {DONE}"}], "usage": USAGE},
+        ]
+    }
+    with _engine(script, tmp_path) as eng:
+        _with_openai(eng)
+        project_id = eng.submit(prompt="Say done.", raas_toml=_toml(harness))
+        eng.run_next(project_id)
+
+        iteration = iterations(project_id)[0]
+        assert iteration.completed_task, iteration.error
+        assert len(eng.requests(project_id)) == 3  # two overloaded, one answered
+        replies = [m for m in messages(project_id) if m.role == "assistant"]
+        assert [m.input_tokens for m in replies] == [USAGE["input_tokens"]]
+        assert project(project_id).spent_usd == replies[0].cost_usd
+
+
+@pytest.mark.parametrize("harness", ALL_CLIS)
+def test_a_missing_binary_fails_the_iteration_in_one_line_naming_the_setup_command(
+    services: dict[str, str], tmp_path: Path, harness: str
+) -> None:
+    with _engine(_script(harness), tmp_path, harness_cache=tmp_path / "empty-cache") as eng:
+        _with_openai(eng)
+        project_id = eng.submit(prompt="Write hello.py.", raas_toml=_toml(harness))
+        eng.run_next(project_id)
+
+        iteration = iterations(project_id)[0]
+        assert iteration.status is IterationStatus.FAILED
+        assert f"harness {harness}" in (iteration.error or "")
+        assert "scripts/setup.sh" in (iteration.error or "")
+        assert "\n" not in (iteration.error or "")
+        assert eng.requests(project_id) == []

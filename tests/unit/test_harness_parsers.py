@@ -33,6 +33,7 @@ class Seen:
     budget_exhausted: bool = False
     auth_failed: bool = False
     project_stopped: bool = False
+    max_turns_reached: bool = False
     last_error: str | None = None
 
 
@@ -92,6 +93,16 @@ def test_what_the_gateway_saw_wins_over_what_the_cli_says() -> None:
     with pytest.raises(SessionFailure) as key:
         judge(end, _finished(), Seen(auth_failed=True, last_error="401 from upstream"), None, "done")
     assert key.value.kind is ErrorKind.API_KEY
+
+
+def test_the_gateways_turn_cap_ends_the_iteration_without_completion_whatever_the_cli_says() -> None:
+    # Codex and OpenCode end on the refused call as on any API error (is_error, exit 1)
+    refused = RunEnd(is_error=True, reason="api_error", text="Wrote hello.py.", api_status=402)
+    result = judge(refused, _finished(exit_code=1), Seen(max_turns_reached=True), "TASK COMPLETE", None)
+    assert not result.completed
+    assert result.summary == "Wrote hello.py."
+    # and a run with no result line at all is no crash either
+    assert not judge(None, _finished(exit_code=1), Seen(max_turns_reached=True), None, None).completed
 
 
 def test_a_crash_fails_with_the_end_of_its_stderr_and_a_hang_with_the_limit() -> None:

@@ -44,6 +44,7 @@ class GatewayStats:
     budget_exhausted: bool = False  # a call was refused: the project's budget is spent
     auth_failed: bool = False  # the provider refused the worker's key (401/403)
     project_stopped: bool = False  # a call was refused: the project no longer runs
+    max_turns_reached: bool = False  # a call was refused: the iteration's turn cap is reached
     last_error: str | None = None
     refused: int = 0  # calls answered by the gateway itself, never sent upstream
 
@@ -73,11 +74,22 @@ class Ticket:
 class Gate:
     """The budget, rate limits and ledger of one lease's calls (one iteration attempt)."""
 
-    def __init__(self, claim: Claim, emit: Emit, limiter: RateLimiter | None, max_tokens: int) -> None:
+    def __init__(
+        self,
+        claim: Claim,
+        emit: Emit,
+        limiter: RateLimiter | None,
+        max_tokens: int,
+        max_turns: int | None = None,
+    ) -> None:
         self.claim = claim
         self.emit = emit
         self.limiter = limiter
         self.default_max_tokens = max_tokens
+        # Answered calls at most (None: no cap): the one turn cap every CLI passes, Codex having
+        # none of its own and OpenCode only a soft one; Claude Code's --max-turns comes first.
+        self.max_turns = max_turns
+        self._turns = 0
         rate = claim.config.rate_limit
         self.project_limits = ProjectLimits(
             calls_per_hour=rate.calls_per_hour, tokens_per_hour=rate.tokens_per_hour
@@ -106,9 +118,10 @@ class Gate:
         """
         try:
             return self._admit_call(api, body)
-        except Refused:
+        except Refused as refused:
             with self._lock:
                 self._stats = replace(self._stats, refused=self._stats.refused + 1)
+            log.info("iteration %s: a %s call refused: %s", self.claim.iteration_id, api.value, refused)
             raise
 
     def _admit_call(self, api: Api, body: dict[str, Any]) -> Ticket:
@@ -117,6 +130,13 @@ class Gate:
             raise Refused(
                 400, "invalid_request_error", "the project is no longer running (paused or stopped)"
             )
+        with self._lock:
+            capped = self.max_turns is not None and self._turns >= self.max_turns
+        if capped:
+            self.note(max_turns_reached=True, last_error=f"the turn cap ({self.max_turns}) is reached")
+            # The iteration ends without completion and the loop goes on (workers.harness.ending).
+            msg = f"this iteration's turn cap (max_turns = {self.max_turns}) is reached; the loop goes on"
+            raise final_refusal(api, msg)
         model = body.get("model")
         price = find_price(model, self.claim.config.pricing) if isinstance(model, str) else None
         if price is None:
@@ -126,9 +146,7 @@ class Gate:
         max_out = _max_output(api, body) or self.default_max_tokens
         if not records.reserve_call_waiting(self.claim, budget.call_estimate_usd(price, size, max_out)):
             self.note(budget_exhausted=True, last_error=records.BUDGET_SPENT)
-            # The API's own answer to an account out of credit. Claude Code 2.1.330 ends its run on
-            # it at once; a 400 invalid_request_error it sends six times, 429 and 5xx up to ten.
-            raise Refused(402, "billing_error", records.BUDGET_SPENT)
+            raise final_refusal(api, records.BUDGET_SPENT)
         try:
             admission = self._admit(size, max_out)
         except Refused:
@@ -186,6 +204,7 @@ class Gate:
         with self._lock:
             self._tool_calls = _tool_calls(metered.content)
             s = self._stats
+            self._turns += 1
             self._stats = replace(
                 s,
                 calls=s.calls + 1,
@@ -214,6 +233,16 @@ class Gate:
             ticket.admission.adjust(0, 0)
         records.release(self.claim)
         self.note(last_error=error, **({"auth_failed": True} if auth else {}))
+
+
+def final_refusal(api: Api, message: str) -> Refused:
+    """A refusal no CLI retries, in its API's terms (seen with the pinned binaries): on the Messages
+    API, 402 billing_error (an account out of credit), which Claude Code 2.1.330 and OpenCode end
+    on at once (a 400 Claude Code sends six times, 429 and 5xx up to ten); on the Responses API a
+    400, which Codex 0.169.0 ends on at once (402, 403, 404, 413 and 422 it retries)."""
+    if api is Api.RESPONSES:
+        return Refused(400, "invalid_request_error", message)
+    return Refused(402, "billing_error", message)
 
 
 def _tool_calls(content: list[dict[str, Any]]) -> list[tuple[str, Any, str]]:

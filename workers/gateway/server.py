@@ -194,7 +194,8 @@ class Gateway:
         directory.mkdir(mode=0o755)
         directory.chmod(0o755)
         token = f"raas-gw-{secrets.token_urlsafe(32)}"
-        gate = Gate(claim, emit, self.limiter, claim.config.max_tokens)
+        max_turns = claim.config.harness_config_for(claim.category).max_turns
+        gate = Gate(claim, emit, self.limiter, claim.config.max_tokens, max_turns)
         lease = GatewayLease(self, directory, token, gate)
         self.run(lease._start())
         log.info("gateway lease for iteration %s (%s) at %s", claim.iteration_id, harness, directory)

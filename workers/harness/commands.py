@@ -148,7 +148,8 @@ def _relayed(argv: list[str], places: Places) -> tuple[list[str], dict[str, str]
 
 
 def codex(claim: Claim, config: HarnessConfig, token: str, places: Places) -> Invocation:
-    """``codex exec --json`` on the Responses API through the relay. Codex has no turn cap."""
+    """``codex exec --json`` on the Responses API through the relay. Codex has no turn cap of its
+    own: the gateway's (:class:`workers.gateway.gate.Gate`) ends its iteration."""
     system, prompt = instructions(claim, places.workspace)
     toml = f"""model_provider = "raas"
 check_for_update_on_startup = false

@@ -47,6 +47,9 @@ class GatewayVerdict(Protocol):
     def project_stopped(self) -> bool: ...
 
     @property
+    def max_turns_reached(self) -> bool: ...
+
+    @property
     def last_error(self) -> str | None: ...
 
 
@@ -87,15 +90,17 @@ def judge(
         raise SessionFailure(ErrorKind.API_KEY, msg)
     if gateway.project_stopped:
         return SessionResult(completed=False, summary=_summary(end.text) if end else None)  # paused
+    if gateway.max_turns_reached or (end is not None and end.reason == "max_turns"):
+        # The turn cap (the CLI's own, or the gateway's for every CLI) ends this iteration, not
+        # the task: the loop goes on from what it wrote.
+        text = end.text if end is not None else ""
+        return SessionResult(completed=False, summary=_summary(text), turns=end.turns if end else 0)
     if finished.timed_out:
         msg = f"{name} ran past the iteration's {finished.timeout_s:.0f} s limit and was killed"
         raise SessionFailure(ErrorKind.INTERNAL, msg)
     if end is None:
         msg = f"{name} exited with {finished.exit_code} without a result{_stderr(finished)}"
         raise SessionFailure(ErrorKind.INTERNAL, msg)
-    if end.reason == "max_turns":
-        # The turn cap ends this iteration, not the task: the loop goes on from what it wrote.
-        return SessionResult(completed=False, summary=_summary(end.text), turns=end.turns)
     if end.is_error or finished.exit_code != 0:
         detail = end.error or end.text or end.reason or "an error"
         msg = f"{name} ended on {detail[:500]} (exit {finished.exit_code}){_stderr(finished)}"
