@@ -229,7 +229,8 @@ def test_a_burst_of_overloads_is_retried_by_every_cli_and_the_call_charged_once(
 ) -> None:
     script = {
         "responses": [
-            {"error": {"status": 529}, "repeat": 2},
+            # retry-after 0.1 s: the CLIs' own backoff (OpenCode's starts at 2 s) is not under test
+            {"error": {"status": 529, "retry_after_s": 0.1}, "repeat": 2},
             {"content": [{"type": "text", "text": f"Done. {DONE}"}], "usage": USAGE},
         ]
     }
