@@ -4,28 +4,54 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from orchestrator.cli import ADMIN, PROJECTS, SERVICES, app, err
 from orchestrator.cli.exit_codes import ExitCode
 from shared.settings import get_settings
 
+UI_PORT = 8701
 
-@app.command(rich_help_panel=PROJECTS)
+
+class OptionalUiPort(TyperCommand):
+    """``raas run``'s ``--ui [PORT]``: a ``--ui`` with no port after it gets the default one.
+
+    Typer cannot declare an option whose value is optional (it refuses click's ``flag_value``),
+    so a bare ``--ui`` is completed here before the arguments are parsed.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        completed: list[str] = []
+        for index, arg in enumerate(args):
+            if arg == "--":
+                completed.extend(args[index:])
+                break
+            completed.append(arg)
+            following = args[index + 1] if index + 1 < len(args) else ""
+            if arg == "--ui" and not following.isdigit():
+                completed.append(str(UI_PORT))
+        return super().parse_args(ctx, completed)
+
+
+@app.command(rich_help_panel=PROJECTS, cls=OptionalUiPort)
 def run(
     directory: Annotated[Path, typer.Argument(help="Project directory with PROMPT.md (and raas.toml).")],
     sandbox: Annotated[
         str | None, typer.Option(help="auto, docker or local (default RAAS_SANDBOX, else auto).")
     ] = None,
     ui: Annotated[
-        bool, typer.Option("--ui", help="Serve the web dashboard on 127.0.0.1 while it runs.")
-    ] = False,
-    ui_port: Annotated[
-        int,
-        typer.Option("--ui-port", min=0, max=65535, help="The dashboard's port with --ui (0: any free one)."),
-    ] = 8701,
+        int | None,
+        typer.Option(
+            "--ui",
+            min=0,
+            max=65535,
+            metavar="[PORT]",
+            help=f"Serve the web dashboard on 127.0.0.1:PORT while it runs (default {UI_PORT}, 0: any).",
+        ),
+    ] = None,
 ) -> None:
     """Run a project to its end on this machine, no servers: SQLite, an in-process worker.
 
@@ -35,7 +61,7 @@ def run(
     from orchestrator.embedded.run import Terminated, run_directory
 
     try:
-        status = run_directory(directory, sandbox, ui_port if ui else None)
+        status = run_directory(directory, sandbox, ui)
     except Terminated:
         raise typer.Exit(ExitCode.TERMINATED) from None
     except KeyboardInterrupt:

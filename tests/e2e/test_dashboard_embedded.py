@@ -66,7 +66,7 @@ def test_raas_run_ui_serves_the_dashboard_and_stops_the_run_from_it(tmp_path: Pa
         env.update(
             {"RAAS_DATA_DIR": str(data_dir), "ANTHROPIC_BASE_URL": model.base_url, "PYTHONUNBUFFERED": "1"}
         )
-        run = [*RAAS, "run", str(project_dir), "--sandbox", "local", "--ui", "--ui-port", "0"]
+        run = [*RAAS, "run", str(project_dir), "--sandbox", "local", "--ui", "0"]
         # Files, not pipes: a pipe nobody reads would fill and stall the run's output.
         with (tmp_path / "run.out").open("wb") as out, (tmp_path / "run.err").open("wb") as err:
             proc = subprocess.Popen(run, env=env, stdout=out, stderr=err)
