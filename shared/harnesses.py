@@ -63,6 +63,10 @@ class Harness:
     default_model: str | None = None
     #: The npm version when it differs from the CLI's (codex's platform build is its own tag).
     npm_version: str | None = None
+    #: Whether ``[harnesses.NAME] allowed_tools`` can be honoured: Codex 0.169.0 has no switch or
+    #: config key limiting its own tools (``enabled_tools`` is for MCP servers' only), so it is
+    #: refused there rather than ignored.
+    limits_tools: bool = True
 
     @property
     def npm_spec(self) -> str:
@@ -108,7 +112,10 @@ HARNESSES: dict[str, Harness] = {
             binary="vendor/x86_64-unknown-linux-musl/bin/codex",
             prints="codex-cli 0.169.0",
             tools=CLI_TOOLS,
-            default_model="gpt-5-codex",
+            # A model Codex 0.169.0 has metadata for: with another it reports "Model metadata ...
+            # not found" and offers no apply_patch. Priced in shared.pricing.
+            default_model="gpt-5.5",
+            limits_tools=False,
         ),
         Harness(
             name="opencode",
@@ -130,13 +137,13 @@ class HarnessConfig(BaseModel):
     model: str | None = Field(
         default=None,
         description="Model the harness uses (it must have a price); unset: the category's or the "
-        "project's model (codex: gpt-5-codex, an OpenAI model).",
+        "project's model (codex: gpt-5.5, an OpenAI model).",
     )
     args: list[str] = Field(default_factory=list, description="Extra command-line arguments of the CLI.")
     allowed_tools: list[str] | None = Field(
         default=None,
-        description='The CLI\'s own tool names it may use (e.g. ["Bash", "Read", "Write"]); '
-        "unset: its defaults.",
+        description='The CLI\'s own tool names it may use (claude-code: ["Bash", "Read", "Write"], '
+        'opencode: ["bash", "read", "write"]; codex cannot limit its tools); unset: its defaults.',
     )
     max_turns: int | None = Field(
         default=None, ge=1, description="Turns per iteration at most; unset: the project's max_turns."

@@ -57,6 +57,9 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     # OpenAI's list prices, for Codex through the Responses API. OpenAI does not charge for
     # writing its cache, and reads it at the "cached input" price.
     "gpt-5": _openai("1.25", "10", "0.125"),
+    # Codex 0.169.0's default here (the only gpt-5 family model it has metadata for, so it offers
+    # apply_patch): gpt-5's list price, assumed; override it under [pricing] in raas.toml.
+    "gpt-5.5": _openai("1.25", "10", "0.125"),
     "gpt-5-codex": _openai("1.25", "10", "0.125"),
     "gpt-5.1": _openai("1.25", "10", "0.125"),
     "gpt-5.1-codex": _openai("1.25", "10", "0.125"),

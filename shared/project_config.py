@@ -302,6 +302,9 @@ class ProjectConfig(_Strict):
             if name not in HARNESSES:
                 msg = f"unknown harness {name!r}; choices: {', '.join(HARNESSES)}"
                 raise ValueError(msg)
+            if tables[name].allowed_tools is not None and not HARNESSES[name].limits_tools:
+                msg = f"{name}.allowed_tools: {name} cannot limit its own tools; remove allowed_tools"
+                raise ValueError(msg)
         return tables
 
     @model_validator(mode="after")

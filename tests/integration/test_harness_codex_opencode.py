@@ -15,7 +15,9 @@ import pytest
 from pydantic import SecretStr
 
 from shared.errors import InvalidInput
+from shared.harnesses import HarnessConfig
 from shared.models import IterationStatus, PauseReason, ProjectStatus
+from shared.project_config import ProjectConfig
 from tests.support.engine import Engine, engine
 from tests.support.records import event_log, everything_recorded, iterations, messages, project, workspace_git
 from workers.harness.session import check_host_run
@@ -26,7 +28,6 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "harnesses"
 ANTHROPIC_KEY = "sk-ant-real-anthropic-key-kept-in-the-worker-42"
 OPENAI_KEY = "sk-real-openai-key-kept-in-the-worker-42"
 DONE = "TASK COMPLETE"
-CODEX_TOML = '[harnesses.codex]\nmodel = "gpt-5.5"\n[pricing."gpt-5.5"]\ninput = 1.25\noutput = 10\n'
 USAGE = {"input_tokens": 1000, "output_tokens": 50}
 
 
@@ -34,6 +35,10 @@ def _script(harness: str) -> dict[str, Any]:
     script: dict[str, Any] = json.loads((FIXTURES / harness / "write-and-run.script.json").read_text())
     script["responses"][-1]["content"][0]["text"] += f" {DONE}"
     return script
+
+
+def harness_config(harness: str) -> HarnessConfig:
+    return ProjectConfig.model_validate({"harness": harness}).harness_config_for("builder")
 
 
 def _run(harness: str, raas_toml: str, tmp_path: Path) -> None:
@@ -62,6 +67,7 @@ def _run(harness: str, raas_toml: str, tmp_path: Path) -> None:
         assert ran[0]["output"].startswith(f"hello from {harness}")
         replies = [m for m in messages(project_id) if m.role == "assistant"]
         assert len(replies) == 3
+        assert {m.model for m in replies} == {harness_config(harness).model}
         assert project(project_id).spent_usd == sum(m.cost_usd for m in replies)
         recorded = everything_recorded(eng, project_id) + workspace_git(eng, project_id, "log", "-p", "--all")
         assert ANTHROPIC_KEY not in recorded
@@ -71,9 +77,9 @@ def _run(harness: str, raas_toml: str, tmp_path: Path) -> None:
 def test_codex_writes_runs_and_completes_through_the_relay_and_gateway(
     services: dict[str, str], tmp_path: Path
 ) -> None:
-    # gpt-5.5: a model Codex 0.169.0 knows (it then offers apply_patch); priced here.
-    toml = '[harnesses.codex]\nmodel = "gpt-5.5"\n[pricing."gpt-5.5"]\ninput = 1.25\noutput = 10\n'
-    _run("codex", toml, tmp_path)
+    # With no model set: Codex's default (gpt-5.5, which it knows and then offers apply_patch),
+    # priced by the built-in table.
+    _run("codex", "", tmp_path)
 
 
 def test_opencode_writes_runs_and_completes_through_the_relay_and_gateway(
@@ -87,8 +93,7 @@ def test_without_docker_a_harness_runs_on_the_host_only_when_the_user_allows_it(
     services: dict[str, str], tmp_path: Path
 ) -> None:
     # Given the local sandbox (no Docker) and a Codex project
-    toml = '[harnesses.codex]\nmodel = "gpt-5.5"\n[pricing."gpt-5.5"]\ninput = 1.25\noutput = 10\n'
-    raas_toml = f'harness = "codex"\ncompletion_marker = "{DONE}"\n{toml}'
+    raas_toml = f'harness = "codex"\ncompletion_marker = "{DONE}"\n'
     with engine(_script("codex"), tmp_path, anthropic_api_key=SecretStr(ANTHROPIC_KEY)) as eng:
         eng.sandbox_factory = factory_for(LocalSandboxConfig())
         eng.settings = eng.settings.model_copy(
@@ -123,29 +128,23 @@ def test_an_embedded_run_says_so_or_refuses_before_starting() -> None:
 
 @pytest.mark.parametrize("harness", ["codex", "opencode"])
 def test_a_spent_budget_stops_codex_and_opencode_within_one_call(
-    services: dict[str, str], tmp_path: Path, harness: str
+    services: dict[str, str], tmp_path: Path, harness: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # gpt-5.5 at a price whose worst case (Codex sends no max_output_tokens) exceeds the limit
-    toml = (
-        '[harnesses.codex]\nmodel = "gpt-5.5"\n[pricing."gpt-5.5"]\ninput = 1.25\noutput = 10\n'
-        if harness == "codex"
-        else ""
-    )
-    with engine(_script(harness), tmp_path, anthropic_api_key=SecretStr(ANTHROPIC_KEY)) as eng:
-        eng.settings = eng.settings.model_copy(
-            update={"openai_api_key": SecretStr(OPENAI_KEY), "openai_base_url": f"{eng.model.base_url}/v1"}
-        )
-        project_id = eng.submit(
-            prompt="Write hello.py and run it.",
-            raas_toml=f'harness = "{harness}"\n{toml}[budget]\nlimit_usd = 0.01\n',
-        )
+    # Given a budget below one call's worst case (Codex sends no max_output_tokens: the gateway's
+    # max_tokens bounds it)
+    caplog.set_level(logging.INFO, logger="workers.gateway.gate")
+    with _engine(_script(harness), tmp_path) as eng:
+        _with_openai(eng)
+        raas_toml = f'harness = "{harness}"\n[budget]\nlimit_usd = 0.01\n'
+        project_id = eng.submit(prompt="Write hello.py and run it.", raas_toml=raas_toml)
         eng.run_next(project_id)
 
-        assert project(project_id).pause_reason is PauseReason.BUDGET_EXCEEDED, iterations(project_id)[
-            0
-        ].error
+        error = iterations(project_id)[0].error
+        assert project(project_id).pause_reason is PauseReason.BUDGET_EXCEEDED, error
         assert project(project_id).spent_usd <= Decimal("0.01")
         assert [r for r in eng.requests(project_id) if r.step is not None] == []
+        # the refusal asked once: the CLI does not retry it
+        assert len([r for r in caplog.records if "budget" in r.getMessage()]) == 1
 
 
 @pytest.mark.parametrize("harness", ["codex", "opencode"])
@@ -153,12 +152,9 @@ def test_a_rejected_key_pauses_codex_and_opencode_projects_for_a_key(
     services: dict[str, str], tmp_path: Path, harness: str
 ) -> None:
     script = {"responses": [{"error": {"status": 401}, "repeat": 20}]}
-    toml = '[harnesses.codex]\nmodel = "gpt-5.5"\n[pricing."gpt-5.5"]\ninput = 1.25\noutput = 10\n'
-    with engine(script, tmp_path, anthropic_api_key=SecretStr(ANTHROPIC_KEY), harness_timeout_s=60.0) as eng:
-        eng.settings = eng.settings.model_copy(
-            update={"openai_api_key": SecretStr(OPENAI_KEY), "openai_base_url": f"{eng.model.base_url}/v1"}
-        )
-        project_id = eng.submit(prompt="Write hello.py.", raas_toml=f'harness = "{harness}"\n{toml}')
+    with _engine(script, tmp_path, harness_timeout_s=60.0) as eng:
+        _with_openai(eng)
+        project_id = eng.submit(prompt="Write hello.py.", raas_toml=f'harness = "{harness}"\n')
         eng.run_next(project_id)
 
         iteration = iterations(project_id)[0]
@@ -172,7 +168,7 @@ def test_a_rejected_key_pauses_codex_and_opencode_projects_for_a_key(
 # turns than the cap, so the gateway's cap, not its own --max-turns, is what ends it.
 _CLI_TOML = {
     "claude-code": '[harnesses.claude-code]\nargs = ["--max-turns", "5"]\n',
-    "codex": CODEX_TOML,
+    "codex": "",  # its default model
     "opencode": "",
 }
 ALL_CLIS = ["claude-code", "codex", "opencode"]
@@ -262,3 +258,19 @@ def test_a_missing_binary_fails_the_iteration_in_one_line_naming_the_setup_comma
         assert "scripts/setup.sh" in (iteration.error or "")
         assert "\n" not in (iteration.error or "")
         assert eng.requests(project_id) == []
+
+
+def test_opencode_offers_the_model_only_its_allowed_tools(services: dict[str, str], tmp_path: Path) -> None:
+    # Given OpenCode allowed to read and run commands but not to write files
+    with _engine(_script("opencode"), tmp_path) as eng:
+        raas_toml = _toml("opencode", 'allowed_tools = ["read", "bash"]\n')
+        project_id = eng.submit(prompt="Write hello.py and run it.", raas_toml=raas_toml)
+        # When the model asks it to write hello.py anyway
+        eng.run_next(project_id)
+
+        # Then it was offered only those tools, and nothing was written
+        first = eng.requests(project_id)[0]
+        offered = sorted(tool["name"] for tool in first.body["tools"])
+        assert [name for name in offered if not name.startswith("raas_")] == ["bash", "read"]
+        assert "raas_memory_write" in offered  # our coordination tools stay
+        assert not iterations(project_id)[0].files_changed

@@ -54,6 +54,10 @@ ROOT = Path(__file__).resolve().parents[2]
         ),
         ('[harnesses.codex]\nmodel = "gpt-9"\n', ["model 'gpt-9' has no price"]),
         (
+            '[harnesses.codex]\nallowed_tools = ["shell"]\n',
+            ["harnesses", "codex.allowed_tools", "cannot limit its own tools", "remove allowed_tools"],
+        ),
+        (
             'harness = "claude-code"\n[harnesses.claude-code]\nmodel = "claude-x"',
             ["model 'claude-x' has no price"],
         ),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from shared.harnesses import HARNESSES, HarnessConfig
 from workers.agent import prompts
+from workers.gateway.mcp_tools import SERVER_NAME
 from workers.harness import mcp_config
 from workers.records import Claim
 from workers.sandbox.container import AGENT_HOME
@@ -210,6 +211,8 @@ def opencode(claim: Claim, config: HarnessConfig, token: str, places: Places) ->
     }
     if mcp_config.offered(claim):
         settings["mcp"] = mcp_config.opencode_entry(token, places.relay_port)
+    if config.allowed_tools is not None:
+        settings["permission"] = _opencode_permission(config.allowed_tools, mcp_config.offered(claim))
     title = f"{claim.project_name} iteration {claim.number}"
     argv = [places.binary, "run", "--format", "json", "--title", title, *config.args, f"{system}\n\n{prompt}"]
     relayed, relay_env = _relayed(argv, places)
@@ -225,3 +228,13 @@ def opencode(claim: Claim, config: HarnessConfig, token: str, places: Places) ->
         "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
     }
     return Invocation(relayed, env)
+
+
+def _opencode_permission(allowed: list[str], coordination: bool) -> dict[str, str]:
+    """OpenCode's permission rules for an allow-list: every tool denied, then the listed ones
+    allowed (its rules are ordered, the last match wins), our memory tools too when offered.
+    A denied tool is not offered to the model at all."""
+    rules = {"*": "deny", **dict.fromkeys(allowed, "allow")}
+    if coordination:
+        rules[f"{SERVER_NAME}_*"] = "allow"
+    return rules
