@@ -110,6 +110,12 @@ class Settings(BaseSettings):
         default=300.0, description="A queued iteration not started after this is sent to the broker again."
     )
     reconcile_interval_s: float = Field(default=10.0, description="How often the reconcile loop runs.")
+    sandbox_sweep_interval_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often a worker removes the sandbox containers of iterations that no longer run "
+        "(a killed worker's).",
+    )
     no_workers_after_s: float = Field(
         default=60.0,
         ge=0,

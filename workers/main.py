@@ -40,8 +40,9 @@ _runnable: list[str] = ["api"]  # what check_harnesses found, for the worker_rea
 
 @worker_ready.connect
 def _start_sweeper(**_kwargs: Any) -> None:
+    interval = get_settings().sandbox_sweep_interval_s
     threading.Thread(
-        target=sweep_forever, args=(_stop_sweeping,), name="sandbox-sweeper", daemon=True
+        target=sweep_forever, args=(_stop_sweeping, interval), name="sandbox-sweeper", daemon=True
     ).start()
 
 

@@ -62,7 +62,14 @@ def test_worker_killed_mid_harness_run_leaves_no_container_and_charges_nothing_t
     make_rig: Callable[..., Rig], database_url: str
 ) -> None:
     # Given two workers and a Claude Code project, followed live
-    rig = make_rig(_script(), database_url=database_url, workers=2, pool="threads")
+    # The sweep every 2 s, not 30: the killed attempt's container goes soon after it is stale.
+    rig = make_rig(
+        _script(),
+        database_url=database_url,
+        workers=2,
+        pool="threads",
+        env={"RAAS_SANDBOX_SWEEP_INTERVAL_S": "2"},
+    )
     project_dir = rig.work_dir / "project"
     project_dir.mkdir()
     (project_dir / "PROMPT.md").write_text("Write notes under notes/, then say you are done.\n")
