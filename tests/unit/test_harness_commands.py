@@ -106,6 +106,10 @@ def test_opencode_is_pointed_at_the_relay_with_its_switches() -> None:
     assert run.env["ANTHROPIC_API_KEY"] == TOKEN
     for switch in ("AUTOUPDATE", "MODELS_FETCH", "LSP_DOWNLOAD", "SHARE"):
         assert run.env[f"OPENCODE_DISABLE_{switch}"] == "1"
+    assert "tools" not in config  # its defaults unless allowed_tools says otherwise
+    listed = _invocation("opencode", '[harnesses.opencode]\nallowed_tools = ["read", "bash"]\n')
+    tools = json.loads(listed.env["OPENCODE_CONFIG_CONTENT"])["tools"]
+    assert list(tools.items())[:3] == [("*", False), ("read", True), ("bash", True)]
 
 
 def test_a_redelivered_attempt_gets_a_session_of_its_own() -> None:

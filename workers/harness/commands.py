@@ -212,7 +212,7 @@ def opencode(claim: Claim, config: HarnessConfig, token: str, places: Places) ->
     if mcp_config.offered(claim):
         settings["mcp"] = mcp_config.opencode_entry(token, places.relay_port)
     if config.allowed_tools is not None:
-        settings["permission"] = _opencode_permission(config.allowed_tools, mcp_config.offered(claim))
+        settings["tools"] = _opencode_tools(config.allowed_tools, mcp_config.offered(claim))
     title = f"{claim.project_name} iteration {claim.number}"
     argv = [places.binary, "run", "--format", "json", "--title", title, *config.args, f"{system}\n\n{prompt}"]
     relayed, relay_env = _relayed(argv, places)
@@ -230,11 +230,12 @@ def opencode(claim: Claim, config: HarnessConfig, token: str, places: Places) ->
     return Invocation(relayed, env)
 
 
-def _opencode_permission(allowed: list[str], coordination: bool) -> dict[str, str]:
-    """OpenCode's permission rules for an allow-list: every tool denied, then the listed ones
-    allowed (its rules are ordered, the last match wins), our memory tools too when offered.
-    A denied tool is not offered to the model at all."""
-    rules = {"*": "deny", **dict.fromkeys(allowed, "allow")}
+def _opencode_tools(allowed: list[str], coordination: bool) -> dict[str, bool]:
+    """OpenCode's ``tools`` switches for an allow-list: every tool off, then the listed ones on
+    (its rules are ordered, the last match wins), our memory tools too when offered. It turns them
+    into permission rules itself (``write`` and ``patch`` are its ``edit`` permission, so either
+    also allows ``edit``); a tool switched off is not offered to the model at all."""
+    tools = {"*": False, **dict.fromkeys(allowed, True)}
     if coordination:
-        rules[f"{SERVER_NAME}_*"] = "allow"
-    return rules
+        tools[f"{SERVER_NAME}_*"] = True
+    return tools
