@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -46,7 +47,8 @@ SCRIPT = {
     "responses": [
         _text(XSS),  # the searcher
         _text(XSS),  # the analyzer (either research agent may run first)
-        _tool("write", path="done.txt", content="yes\n"),  # the builder
+        # the builder, kept working a moment before its tool call (the graph animates it)
+        {**_tool("write", path="done.txt", content="yes\n"), "latency_s": 1.5},
         _tool("task_complete", summary="wrote done.txt"),
     ],
     "when_exhausted": "repeat_last",
@@ -71,6 +73,19 @@ def _sign_in(page: Page, url: str, token: str) -> None:
     page.fill("#token", token)
     page.click("#sign-in")
     page.wait_for_url(url + "/")
+
+
+# The builder's node in the graph cytoscape draws (read in the page).
+BUILDER = "window.raasLive.cy().nodes(\"node[kind = 'agent'][category = 'builder']\")"
+TOOLS = "\"node[kind = 'tool']\""  # the transient nodes of an agent's tool calls
+
+
+def _run_next(eng: Any, project_id: str, failures: list[BaseException]) -> None:
+    """One iteration in a thread, so the page can be watched while it runs."""
+    try:
+        eng.run_next(project_id)
+    except BaseException as exc:  # re-raised by the test's assertion on ``failures``
+        failures.append(exc)
 
 
 def _agent_button(page: Page, category: str, status: str | None = None) -> Any:
@@ -170,12 +185,29 @@ def test_a_pipeline_is_watched_inspected_steered_and_costed_live_in_a_browser(
         expect(page.locator("tr.type-project_paused")).to_have_count(1)
         expect(page.locator("tr.type-project_resumed")).to_have_count(1)
 
-        # When the coordinator restarts while the builder works, the page resumes where it was
+        # When the builder works, its node breathes (the pulse class comes and goes) and its tool
+        # call appears on it as a node while it runs
+        failures: list[BaseException] = []
+        builder = threading.Thread(target=_run_next, args=(eng, mine, failures))
+        builder.start()
+        page.wait_for_function(f"() => {BUILDER}.data('status') === 'working' && {BUILDER}.hasClass('pulse')")
+        page.wait_for_function(
+            f"() => {BUILDER}.data('status') === 'working' && !{BUILDER}.hasClass('pulse')"
+        )
+        page.wait_for_function(f"() => {BUILDER}.outgoers({TOOLS}).some(t => t.data('label') === 'write')")
+        builder.join(60)
+        assert failures == []
+        # And once done, its tool nodes go and it stops breathing
+        page.wait_for_function(
+            f"() => {BUILDER}.outgoers({TOOLS}).length === 0 && !{BUILDER}.hasClass('pulse')"
+        )
+
+        # When the coordinator restarts while the validator works, the page resumes where it was
         server.stop()
-        eng.run_next(mine)  # the builder: events written while no one serves the page
+        eng.run_next(mine)  # the validator: events written while no one serves the page
         server.start()
         while eng.dispatcher.pending(mine):
-            eng.run_next(mine)  # the validator
+            eng.run_next(mine)
         assert _status(mine) == ProjectStatus.COMPLETED
         expect(page.locator("tr.type-project_completed")).to_have_count(1, timeout=30_000)
         with session_scope() as session:

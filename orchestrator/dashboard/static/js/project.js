@@ -9,11 +9,13 @@
   const base = "/ui/projects/" + encodeURIComponent(projectId);
   const timeline = document.getElementById("timeline");
   const streamState = document.getElementById("stream-state");
+  const CHATTY = new Set(["agent_output_chunk", "agent_tool_call", "tool_executed"]);
   const LIFECYCLE = /^(project_|iteration_|task_|budget_|subagent_|prompt_|circuit_|api_key|no_workers|workers_back)/;
   const live = { lastSeq: 0, shown: 0, repeated: 0, source: null, connects: 0 };
   window.raasLive = live; // read by the browser tests: what the page has shown
   // What the graph draws, for the browser tests: each node's id, kind and status.
   live.nodes = () => (cy ? cy.nodes().map((n) => ({ id: n.id(), kind: n.data("kind"), status: n.data("status") })) : []);
+  live.cy = () => cy; // the graph itself: its classes (a working agent's pulse) and transient tool nodes
   let selectedAgent = null;
   let cy = null;
 
@@ -92,9 +94,10 @@
       live.shown += 1;
       addRow(ev);
       if (ev.type === "agent_output_chunk") appendOutput(ev);
+      if (ev.agent_id && !drawnWorking(ev.agent_id) && CHATTY.has(ev.type)) soon("graph"); // it works: redraw it so
       if (ev.type === "agent_tool_call") showToolCall(ev);
       if (ev.type === "tool_executed") endToolCall(ev);
-      if (ev.type !== "agent_output_chunk" && ev.type !== "agent_tool_call" && ev.type !== "tool_executed") {
+      if (!CHATTY.has(ev.type)) {
         soon("graph");
         soon("page");
       }
@@ -138,7 +141,7 @@
     });
     for (const agent of graph.agents) {
       elements.push({ group: "nodes", data: {
-        id: "a:" + agent.id, kind: "agent", agent: agent.id, status: agent.status,
+        id: "a:" + agent.id, kind: "agent", agent: agent.id, status: agent.status, category: agent.category,
         label: agent.category + " · " + agent.status + "\nit " + agent.iterations + " · $" + Number(agent.cost_usd).toFixed(4),
       } });
       if (agent.type === "root" && agent.task) {
@@ -177,8 +180,12 @@
       style: [
         { selector: "node", style: { label: "data(label)", "text-wrap": "wrap", "font-size": 9, "text-valign": "bottom", "background-color": (n) => STATUS_COLOURS[n.data("status")] || "#c9ced8", width: 22, height: 22 } },
         { selector: "node[kind = 'task']", style: { shape: "round-rectangle", width: 34, height: 24 } },
-        { selector: "node[kind = 'tool']", style: { shape: "diamond", width: 12, height: 12, "background-color": "#9b6bdf", "font-size": 8 } },
-        { selector: "node.pulse", style: { "border-width": 5, "border-color": "#9cc5ff" } },
+        { selector: "node[kind = 'tool']", style: { shape: "diamond", width: 14, height: 14, "background-color": "#9b6bdf", "font-size": 9, color: "#5a3a9a" } },
+        { selector: "node[kind = 'tool'][status = 'ok']", style: { "background-color": "#2fa84f" } },
+        { selector: "node[kind = 'tool'][status = 'error']", style: { "background-color": "#d64545" } },
+        { selector: "edge[kind = 'tool']", style: { "line-style": "dashed", "line-color": "#b9a3e3", "target-arrow-color": "#b9a3e3" } },
+        { selector: "node[status = 'working']", style: { "border-width": 2, "border-color": "#3d8bfd", "transition-property": "border-width", "transition-duration": 500 } },
+        { selector: "node.pulse", style: { "border-width": 7, "border-color": "#9cc5ff" } },
         { selector: "edge", style: { width: 1.5, "curve-style": "bezier", "target-arrow-shape": "triangle", "line-color": "#aab1bf", "target-arrow-color": "#aab1bf" } },
       ],
     });
@@ -204,6 +211,14 @@
     if (added) layout();
   }
 
+  function drawnWorking(agentId) {
+    if (!cy) return true; // nothing drawn yet: the first load will draw it
+    const node = cy.getElementById("a:" + agentId);
+    return node.empty() || node.data("status") === "working";
+  }
+
+  // A tool call shows as a small node on its agent while it runs, coloured by its outcome, then
+  // goes (the seed showed each briefly as a node).
   function showToolCall(ev) {
     if (!cy || !ev.agent_id) return;
     const agentNode = cy.getElementById("a:" + ev.agent_id);
@@ -212,8 +227,8 @@
     if (cy.getElementById(id).nonempty()) return;
     const position = agentNode.position();
     cy.add([
-      { group: "nodes", data: { id: id, kind: "tool", label: String(ev.data.tool) }, position: { x: position.x + 30, y: position.y - 25 } },
-      { group: "edges", data: { id: id + ":e", source: "a:" + ev.agent_id, target: id } },
+      { group: "nodes", data: { id: id, kind: "tool", agent: ev.agent_id, status: "running", label: String(ev.data.tool) }, position: { x: position.x + 30, y: position.y - 25 } },
+      { group: "edges", data: { id: id + ":e", kind: "tool", source: "a:" + ev.agent_id, target: id } },
     ]);
     setTimeout(() => cy.remove(cy.getElementById(id)), 6000);
   }
@@ -221,6 +236,7 @@
   function endToolCall(ev) {
     if (!cy || !ev.data.tool_use_id) return;
     const id = "tc:" + ev.data.tool_use_id;
+    cy.getElementById(id).data("status", ev.data.is_error ? "error" : "ok");
     setTimeout(() => cy && cy.remove(cy.getElementById(id)), 1500);
   }
 
