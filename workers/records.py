@@ -288,35 +288,69 @@ def store_message(
     Returns:
         The settlement, for assistant messages (None for the others).
     """
+    with session_scope() as session:
+        return _store(session, claim, seq, role, content, model, usage, stop_reason, duration_s)
+
+
+@survives_restarts
+def store_call(
+    claim: Claim,
+    seq: int,
+    request: list[Any],
+    answer: list[Any],
+    *,
+    model: str,
+    usage: Usage,
+    stop_reason: str | None = None,
+    duration_s: float | None = None,
+) -> Settlement | None:
+    """Store one model call, what was sent (``seq``) and its answer (``seq + 1``), price it and
+    settle its reservation: :func:`store_message` twice, in one transaction (the gateway's
+    every call; the rows are written together or not at all)."""
+    with session_scope() as session:
+        _store(session, claim, seq, "user", request, None, None, None, None)
+        return _store(session, claim, seq + 1, "assistant", answer, model, usage, stop_reason, duration_s)
+
+
+def _store(
+    session: Session,
+    claim: Claim,
+    seq: int,
+    role: str,
+    content: list[Any],
+    model: str | None,
+    usage: Usage | None,
+    stop_reason: str | None,
+    duration_s: float | None,
+) -> Settlement | None:
     cost = Decimal(0)
     if usage is not None and model is not None:
         price = find_price(model, claim.config.pricing)
         cost = cost_usd(usage, price) if price is not None else Decimal(0)
     usage = usage or Usage()
-    with session_scope() as session:
-        session.add(
-            Message(
-                project_id=claim.project_id,
-                agent_id=claim.agent_id,
-                iteration_id=claim.iteration_id,
-                attempt=claim.attempt,
-                seq=seq,
-                role=role,
-                content=content,
-                model=model,
-                stop_reason=stop_reason,
-                **usage.model_dump(),  # the columns are named as Usage's fields
-                cost_usd=cost,
-                duration_s=duration_s,
-                created_at=utcnow(),
-            )
+    session.add(
+        Message(
+            project_id=claim.project_id,
+            agent_id=claim.agent_id,
+            iteration_id=claim.iteration_id,
+            attempt=claim.attempt,
+            seq=seq,
+            role=role,
+            content=content,
+            model=model,
+            stop_reason=stop_reason,
+            **usage.model_dump(),  # the columns are named as Usage's fields
+            cost_usd=cost,
+            duration_s=duration_s,
+            created_at=utcnow(),
         )
-        if role != "assistant":
-            return None
-        _add_totals(session, claim, usage, cost)
-        return budget.settle(
-            session, claim.project_id, claim.iteration_id, cost, claim.config.budget.warning_threshold
-        )
+    )
+    if role != "assistant":
+        return None
+    _add_totals(session, claim, usage, cost)
+    return budget.settle(
+        session, claim.project_id, claim.iteration_id, cost, claim.config.budget.warning_threshold
+    )
 
 
 @survives_restarts
@@ -345,6 +379,31 @@ def reserve_call_waiting(
             return False
         time.sleep(poll_s)
     return True
+
+
+def reserve_if_running(
+    claim: Claim, amount: Decimal, *, wait_s: float = BUDGET_WAIT_S, poll_s: float = BUDGET_POLL_S
+) -> bool | None:
+    """:func:`project_running`, then :func:`reserve_call_waiting`, in one transaction while the
+    budget answers at once (the gateway's every call): None when the project no longer runs,
+    else whether the call's worst case is reserved."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        reserved = _reserve_if_running(claim, amount)
+        if reserved is not False:
+            return reserved
+        if not others_hold_reservations(claim) or time.monotonic() > deadline:
+            return False
+        time.sleep(poll_s)
+
+
+@survives_restarts
+def _reserve_if_running(claim: Claim, amount: Decimal) -> bool | None:
+    with session_scope() as session:
+        status = session.scalar(select(Project.status).where(Project.id == claim.project_id))
+        if status != ProjectStatus.RUNNING:
+            return None
+        return budget.top_up(session, claim.project_id, claim.iteration_id, amount)
 
 
 @survives_restarts

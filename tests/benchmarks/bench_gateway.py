@@ -64,7 +64,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> Table:
     }
     table = Table()
     with engine(script, tmp) as eng:
-        project_id = eng.submit(raas_toml="[budget]\nlimit_usd = 1000\n")
+        # Every call one turn of one lease: the turn cap above the calls made.
+        project_id = eng.submit(raas_toml=f"max_turns = {args.calls + 10}\n[budget]\nlimit_usd = 1000\n")
         iteration_id = eng.dispatcher.take(project_id)
         assert iteration_id is not None
         claim = records.claim(iteration_id, "bench-gateway", stale_after_s=300)

@@ -24,7 +24,9 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from shared.db import session_scope
 from shared.events import EventData
+from shared.models import Project, ProjectStatus
 from tests.support.engine import Engine, engine
 from tests.support.records import STREAMS, messages, project, replay, text
 from workers import records
@@ -257,6 +259,26 @@ def test_the_turn_cap_refuses_the_next_call_after_max_turns_answered_ones(
     assert not stats.budget_exhausted
     assert stats.calls == 2
     assert project(project_id).reserved_usd == 0
+
+
+def test_a_call_of_a_project_no_longer_running_is_refused_and_reserves_nothing(
+    eng: Engine, gateway: Gateway
+) -> None:
+    with lease_for(eng, gateway) as (project_id, lease, _):
+        # Given the project paused after the iteration started
+        with session_scope() as session:
+            session.get_one(Project, project_id).status = ProjectStatus.PAUSED
+        held = project(project_id).reserved_usd  # what the coordinator reserved when it sent it
+        # When its harness calls the model
+        answer = call(lease, project_id)
+        stats = lease.stats()
+
+    # Then the call is refused, never sent, and reserves nothing more
+    assert answer.status_code == 400
+    assert "no longer running" in answer.json()["error"]["message"]
+    assert stats.project_stopped
+    assert eng.requests(project_id) == []
+    assert project(project_id).reserved_usd == held
 
 
 def call_responses(lease: GatewayLease) -> httpx.Response:

@@ -1,7 +1,7 @@
 """The gate each harness model call passes, with the functions the api harness uses: the budget
 reserves the call's worst case first (:func:`workers.records.reserve_call_waiting`), the rate
 limits admit it (:class:`workers.llm.ratelimit.RateLimiter`), and its answer is recorded and
-priced once (:func:`workers.records.store_message`, which settles the reservation) — or, when it
+priced once (:func:`workers.records.store_call`, which settles the reservation) — or, when it
 failed, the reservation is released and nothing is charged.
 
 Everything here blocks (database, Redis, waiting for room): the server runs it off its event loop.
@@ -125,11 +125,6 @@ class Gate:
             raise
 
     def _admit_call(self, api: Api, body: dict[str, Any]) -> Ticket:
-        if not records.project_running(self.claim.project_id):
-            self.note(project_stopped=True, last_error="the project is no longer running")
-            raise Refused(
-                400, "invalid_request_error", "the project is no longer running (paused or stopped)"
-            )
         with self._lock:
             capped = self.max_turns is not None and self._turns >= self.max_turns
         if capped:
@@ -144,7 +139,14 @@ class Gate:
             raise Refused(400, "invalid_request_error", msg)
         size = estimate_tokens(body)
         max_out = _max_output(api, body) or self.default_max_tokens
-        if not records.reserve_call_waiting(self.claim, budget.call_estimate_usd(price, size, max_out)):
+        # Whether the project runs and the reservation: one transaction (a call's every check costs).
+        reserved = records.reserve_if_running(self.claim, budget.call_estimate_usd(price, size, max_out))
+        if reserved is None:
+            self.note(project_stopped=True, last_error="the project is no longer running")
+            raise Refused(
+                400, "invalid_request_error", "the project is no longer running (paused or stopped)"
+            )
+        if not reserved:
             self.note(budget_exhausted=True, last_error=records.BUDGET_SPENT)
             raise final_refusal(api, records.BUDGET_SPENT)
         try:
@@ -188,11 +190,10 @@ class Gate:
         model = metered.model if metered.model and find_price(metered.model, pricing) else ticket.model
         with self._lock:
             seq, self._seq = self._seq, self._seq + 2
-        records.store_message(self.claim, seq, "user", ticket.request)
-        settlement = records.store_message(
+        settlement = records.store_call(
             self.claim,
-            seq + 1,
-            "assistant",
+            seq,
+            ticket.request,
             metered.content,
             model=model,
             usage=usage,
