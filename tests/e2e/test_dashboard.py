@@ -77,6 +77,7 @@ def _sign_in(page: Page, url: str, token: str) -> None:
 
 # The builder's node in the graph cytoscape draws (read in the page).
 BUILDER = "window.raasLive.cy().nodes(\"node[kind = 'agent'][category = 'builder']\")"
+SEARCHER = "window.raasLive.cy().nodes(\"node[kind = 'agent'][category = 'searcher']\")"
 TOOLS = "\"node[kind = 'tool']\""  # the transient nodes of an agent's tool calls
 
 
@@ -156,10 +157,24 @@ def test_a_pipeline_is_watched_inspected_steered_and_costed_live_in_a_browser(
             "completed",
             "idle",
         ]
-        page.screenshot(path=str(shots / "project-graph.png"), full_page=True)
+        # And the cost chart's time axis spans the run's minutes, not years (uPlot's lone-point default)
+        page.wait_for_function("() => window.raasLive.chartRange() !== null")
+        first, last = page.evaluate("window.raasLive.chartRange()")
+        assert 0 < last - first < 600
+        # And the timeline speaks in sentences where an event has one, not raw JSON
+        started = page.locator("#timeline tr.type-iteration_started td:nth-child(5)").first
+        expect(started).to_have_text("iteration 1 on test-worker")
+        assert page.locator("#timeline td:nth-child(5)", has_text="{").count() == 0
 
-        # Then clicking the searcher opens its history, where the model's markup is only text
-        _agent_button(page, "searcher").click()
+        # Then clicking the searcher's node in the graph opens its history, where the model's markup
+        # is only text
+        page.locator("#graph").scroll_into_view_if_needed()
+        box = page.locator("#graph").bounding_box()
+        assert box is not None
+        x, y = page.evaluate(f"(() => {{ const p = {SEARCHER}.renderedPosition(); return [p.x, p.y]; }})()")
+        page.mouse.click(box["x"] + x, box["y"] + y)
+        expect(page.locator("#inspector-body .badge")).to_be_visible()
+        expect(page.locator("#inspector-body h3")).to_contain_text("searcher")
         expect(page.locator("#inspector-body")).to_be_visible()
         page.click("#tab-history")
         expect(page.locator("#history")).to_contain_text("<script>window.__xss = 1;")
@@ -182,6 +197,7 @@ def test_a_pipeline_is_watched_inspected_steered_and_costed_live_in_a_browser(
         page.fill("#budget-input", "-3")
         page.click("#action-budget")
         expect(page.locator("#msg-budget")).to_contain_text("is not a positive amount of USD")
+        expect(page.locator("#msg-resume")).to_be_empty()  # only the last action's answer stays
         expect(page.locator("tr.type-project_paused")).to_have_count(1)
         expect(page.locator("tr.type-project_resumed")).to_have_count(1)
 
@@ -195,6 +211,7 @@ def test_a_pipeline_is_watched_inspected_steered_and_costed_live_in_a_browser(
             f"() => {BUILDER}.data('status') === 'working' && !{BUILDER}.hasClass('pulse')"
         )
         page.wait_for_function(f"() => {BUILDER}.outgoers({TOOLS}).some(t => t.data('label') === 'write')")
+        page.screenshot(path=str(shots / "project-graph.png"), full_page=True)
         builder.join(60)
         assert failures == []
         # And once done, its tool nodes go and it stops breathing
@@ -225,6 +242,7 @@ def test_a_pipeline_is_watched_inspected_steered_and_costed_live_in_a_browser(
         expect(page.locator("#cumulative-diff")).to_contain_text("+yes")
         page.click("#tab-config")
         expect(page.locator("#agent-config")).to_contain_text("claude-sonnet-4-6")
+        expect(page.locator("#category-settings th", has_text="coordination")).to_have_count(1)
 
         # And the costs match `raas cost --json`
         cli = subprocess.run(

@@ -36,8 +36,28 @@
       case "rate_limit_wait": return "waited " + d.wait_s + " s for " + d.limit;
       case "iteration_complete": return "iteration " + d.number + (d.completed_task ? " completed the task" : "") + (d.summary ? ": " + d.summary : "");
       case "iteration_error": return "iteration " + d.number + ": " + d.error;
-      default: return JSON.stringify(d).slice(0, 300);
+      case "iteration_started": return "iteration " + d.number + (d.attempt > 1 ? ", attempt " + d.attempt : "") + " on " + d.worker;
+      case "project_created": return "created " + d.name;
+      case "project_started": return "started (" + d.workflow + " workflow)";
+      case "project_paused": return "paused: " + (d.message || d.reason);
+      case "project_resumed": return "resumed by " + d.by;
+      case "project_stopped": return "stopped: " + d.reason;
+      case "project_failed": return "failed: " + d.reason + (d.task ? " (task " + d.task + ")" : "");
+      case "task_validated": return "task " + d.task + (d.passed ? " passed" : " failed") + " its check";
+      case "subagent_spawned": return "spawned " + d.category + (d.parallel ? " (parallel)" : "");
+      case "budget_changed": return "budget limit set to $" + d.limit_usd;
+      case "budget_warning": case "budget_exceeded": return "spent $" + d.spent_usd + " of $" + d.limit_usd;
+      default: return fields(d);
     }
+  }
+
+  // An event without a sentence of its own: its fields as "name value", not raw JSON.
+  function fields(d) {
+    return Object.entries(d)
+      .filter(([, v]) => v != null && v !== "")
+      .map(([k, v]) => k.replace(/_/g, " ") + " " + (typeof v === "object" ? JSON.stringify(v) : String(v)))
+      .join(" · ")
+      .slice(0, 300);
   }
 
   function rowClass(ev) {
@@ -174,7 +194,7 @@
 
   function makeGraph() {
     if (typeof cytoscape === "undefined") return null;
-    return cytoscape({
+    const graph = cytoscape({
       container: document.getElementById("graph"),
       wheelSensitivity: 0.3,
       style: [
@@ -189,6 +209,8 @@
         { selector: "edge", style: { width: 1.5, "curve-style": "bezier", "target-arrow-shape": "triangle", "line-color": "#aab1bf", "target-arrow-color": "#aab1bf" } },
       ],
     });
+    graph.on("tap", "node[kind = 'agent']", (event) => inspect(event.target.data("agent"))); // click a node
+    return graph;
   }
 
   function layout() {
@@ -252,6 +274,12 @@
     htmx.ajax("GET", base + "/agents/" + encodeURIComponent(agentId) + "?tab=overview", { target: "#inspector", swap: "innerHTML" });
   }
 
+  // A new action's answer replaces the last one's: an old "paused" beside Pause would mislead.
+  document.body.addEventListener("htmx:beforeRequest", (event) => {
+    if (!event.detail.elt.closest || !event.detail.elt.closest("#actions")) return;
+    for (const message of document.querySelectorAll("#actions .message-slot")) message.replaceChildren();
+  });
+
   document.addEventListener("click", (event) => {
     const target = event.target.closest ? event.target.closest(".agent-link") : null;
     if (target && target.dataset.agent) inspect(target.dataset.agent);
@@ -259,6 +287,13 @@
 
   // --- the cost chart ---------------------------------------------------------------------
   let chart = null;
+  function timeRange(u) {
+    const t = u.data[0];
+    const first = t.length ? t[0] : Date.now() / 1000;
+    const last = t.length ? t[t.length - 1] : first;
+    return last - first < 60 ? [first - 30, last + 30] : [first, last];
+  }
+  live.chartRange = () => (chart ? [chart.scales.x.min, chart.scales.x.max] : null); // for the tests
   async function drawCosts() {
     const box = document.getElementById("cost-chart");
     if (!box || typeof uPlot === "undefined") return;
@@ -270,10 +305,11 @@
     if (chart) chart.destroy();
     chart = new uPlot({
       width: Math.max(320, box.clientWidth || 600), height: 200,
-      // One point (or none) would stretch the time axis over years: keep a minute around it.
-      scales: { x: { time: true, range: (_u, min, max) => (max - min < 60 ? [min - 30, max + 30] : [min, max]) } },
+      // One point (or none) would stretch the time axis over years (uPlot widens a lone point by
+      // a day in milliseconds, ours are seconds): keep a minute around it, read from the data.
+      scales: { x: { time: true, range: timeRange } },
       series: [{}, { label: "cost (USD)", stroke: "#3d8bfd", width: 2, points: { show: true } }],
-      axes: [{}, { values: (_u, ticks) => ticks.map((v) => "$" + v.toFixed(4)) }],
+      axes: [{}, { size: 70, values: (_u, ticks) => ticks.map((v) => "$" + v.toFixed(4)) }],
     }, [series.t, series.usd], box);
   }
 
