@@ -79,6 +79,13 @@ def test_raas_run_ui_serves_the_dashboard_and_stops_the_run_from_it(tmp_path: Pa
             page.goto(url + "/")
             page.fill("#token", token)
             page.click("#sign-in")
+
+            # The projects list follows the run without a reload (no Redis here: it re-reads its
+            # rows every few seconds): the iteration column moves on
+            iteration = page.locator("tr.project-row td:nth-child(4)")
+            expect(iteration).not_to_have_text("0 of 200", timeout=30_000)
+            shown = iteration.inner_text()
+            expect(iteration).not_to_have_text(shown, timeout=30_000)
             page.locator("tr.project-row a").first.click()
 
             # When iterations run, the page shows them live (from the run's database)
