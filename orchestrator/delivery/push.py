@@ -14,23 +14,12 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from orchestrator.remotes.clone import git_env, parse_remote
+from orchestrator.remotes.clone import NETWORK_TRANSPORTS, git_env, parse_remote
 from orchestrator.remotes.credentials import Credential, git_auth, scrub
 
 PUSH_TIMEOUT_S = 300.0
 # Transports as a clone allows them: network ones only (no ext::, file, fd), redirects included.
-_SAFE = [
-    "-c",
-    "protocol.allow=never",
-    "-c",
-    "protocol.https.allow=always",
-    "-c",
-    "protocol.http.allow=always",
-    "-c",
-    "protocol.ssh.allow=always",
-    "-c",
-    "core.hooksPath=/dev/null",
-]
+_SAFE = [*NETWORK_TRANSPORTS, "-c", "core.hooksPath=/dev/null"]
 
 
 class Pushed(str, Enum):

@@ -21,8 +21,9 @@ from shared.errors import InvalidInput
 CLONE_TIMEOUT_S = 600.0
 _SCP_LIKE = re.compile(r"^(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9.-]+):(?P<path>[^/:].*|/.+)$")
 _REF = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)(?!.*\.lock$)[A-Za-z0-9._/-]+(?<![/.])$")
-# Every transport but these is refused inside git too (ext::, file, fd, ...), redirects included.
-_PROTOCOLS = [
+# Every transport but these is refused inside git too (ext::, file, fd, ...), redirects included;
+# a push to the same remote (orchestrator.delivery.push) allows the same ones.
+NETWORK_TRANSPORTS = [
     "-c",
     "protocol.allow=never",
     "-c",
@@ -31,6 +32,9 @@ _PROTOCOLS = [
     "protocol.http.allow=always",
     "-c",
     "protocol.ssh.allow=always",
+]
+_PROTOCOLS = [
+    *NETWORK_TRANSPORTS,
     "-c",
     "http.lowSpeedLimit=1000",
     "-c",
