@@ -9,13 +9,12 @@ stream itself (a harness's own counts and cost are never the ledger).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from shared.event_payloads import AgentOutputChunk, AgentToolCall, LlmRetry, ToolExecuted
 from shared.events import EventData
 from workers.harness.ending import RunEnd
-from workers.harness.tools import PREVIEW_CHARS, our_tool_name, result_text
+from workers.harness.tools import PREVIEW_CHARS, json_line, our_tool_name, result_text
 
 # Claude Code's terminal reasons, in the words the ending uses.
 _REASONS = {"completed": "completed", "max_turns": "max_turns", "api_error": "api_error"}
@@ -32,12 +31,9 @@ class ClaudeParser:
         self._api_status: int | None = None
 
     def feed(self, line: str) -> list[EventData]:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return []  # not a JSON line (a warning the CLI printed): nothing to show
-        if not isinstance(event, dict):
-            return []
+        event = json_line(line)
+        if event is None:
+            return []  # not a JSON object (a warning the CLI printed): nothing to show
         kind = event.get("type")
         if kind == "assistant":
             return self._assistant(event)

@@ -9,14 +9,13 @@ reports no cost, and its usage is not read: the gateway meters every call.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from shared.event_payloads import AgentOutputChunk, AgentToolCall, ToolExecuted
 from shared.events import EventData
 from workers.harness.ending import RunEnd
-from workers.harness.tools import PREVIEW_CHARS, as_dict
+from workers.harness.tools import PREVIEW_CHARS, as_dict, json_line
 
 _STATUS = re.compile(r"unexpected status (\d{3})")
 
@@ -32,12 +31,9 @@ class CodexParser:
         self._called: set[str] = set()
 
     def feed(self, line: str) -> list[EventData]:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return []
-        if not isinstance(event, dict):
-            return []
+        event = json_line(line)
+        if event is None:
+            return []  # not a JSON object (a warning the CLI printed): nothing to show
         kind = event.get("type")
         item = event.get("item") if isinstance(event.get("item"), dict) else None
         if kind == "turn.started":

@@ -15,7 +15,7 @@ from typing import Any
 from shared.event_payloads import AgentOutputChunk, AgentToolCall, ToolExecuted
 from shared.events import EventData
 from workers.harness.ending import RunEnd
-from workers.harness.tools import PREVIEW_CHARS, as_dict, our_tool_name
+from workers.harness.tools import PREVIEW_CHARS, as_dict, json_line, our_tool_name
 
 
 class OpenCodeParser:
@@ -27,12 +27,9 @@ class OpenCodeParser:
         self._steps = 0
 
     def feed(self, line: str) -> list[EventData]:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return []
-        if not isinstance(event, dict):
-            return []
+        event = json_line(line)
+        if event is None:
+            return []  # not a JSON object (a warning the CLI printed): nothing to show
         kind = event.get("type")
         part = as_dict(event.get("part"))
         if kind == "text" and part.get("text"):

@@ -8,6 +8,7 @@ Code's ``Task``, ``WebFetch``...) keep their own names.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 PREVIEW_CHARS = 2000  # as the api harness's tool_executed previews
@@ -38,6 +39,15 @@ def result_text(content: Any) -> str:
         parts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
         return "\n".join(p for p in parts if isinstance(p, str))
     return "" if content is None else str(content)
+
+
+def json_line(line: str) -> dict[str, Any] | None:
+    """The JSON object on a CLI's stdout line, or None for anything else (a warning it printed)."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
 
 
 def as_dict(value: Any) -> dict[str, Any]:
