@@ -46,12 +46,12 @@ from shared.models import (
     CredentialKind,
     Delivery,
     DeliveryStatus,
-    Event,
     Project,
     utcnow,
 )
 from shared.settings import Settings, get_settings
 from tests.support.coordinator import Coordinator
+from tests.support.delivery import deliveries, events_of
 from tests.support.forge import FakeForge, serve_forge
 from tests.support.git_server import GitServer, git, serve_git
 
@@ -136,23 +136,6 @@ def world(database_url: str, tmp_path: Path) -> Iterator[World]:
         yield World(settings, server, forge, Coordinator(), url)
 
 
-def _deliveries(project_id: str) -> dict[str, Delivery]:
-    with session_scope() as session:
-        rows = session.scalars(select(Delivery).where(Delivery.project_id == project_id)).all()
-        session.expunge_all()
-    return {row.key: row for row in rows}
-
-
-def _events(project_id: str, *types: str) -> list[dict[str, Any]]:
-    with session_scope() as session:
-        rows = session.execute(
-            select(Event.type, Event.data)
-            .where(Event.project_id == project_id, Event.type.in_(types))
-            .order_by(Event.seq)
-        ).all()
-    return [{"type": t, **d} for t, d in rows]
-
-
 @pytest.mark.parametrize("forge_kind", ["github", "gitlab"])
 def test_a_finished_project_delivers_its_task_branches_and_one_pull_request_with_the_receipt(
     world: World, forge_kind: str, caplog: pytest.LogCaptureFixture
@@ -188,13 +171,13 @@ def test_a_finished_project_delivers_its_task_branches_and_one_pull_request_with
     assert "<script>" not in text
     assert "&lt;script&gt;" in text
     assert "@everyone" not in text
-    assert [e["type"] for e in _events(project_id, events.DELIVERY_PUSHED, events.PULL_REQUEST_OPENED)] == [
+    assert [e["type"] for e in events_of(project_id, events.DELIVERY_PUSHED, events.PULL_REQUEST_OPENED)] == [
         events.DELIVERY_PUSHED,
         events.DELIVERY_PUSHED,
         events.DELIVERY_PUSHED,
         events.PULL_REQUEST_OPENED,
     ]
-    assert {row.status for row in _deliveries(project_id).values()} == {DeliveryStatus.DELIVERED}
+    assert {row.status for row in deliveries(project_id).values()} == {DeliveryStatus.DELIVERED}
 
     # When every delivery message comes again (at-least-once)
     pushes, calls = world.pushes(), len(world.forge.calls)
@@ -270,7 +253,7 @@ def test_a_run_stopped_by_its_budget_delivers_a_draft_saying_why_and_resuming_co
         assert pull["draft"] is True
         assert "It is still a draft: this forge's REST API cannot mark it ready" in comment
     assert [
-        e["type"] for e in _events(project_id, events.PULL_REQUEST_OPENED, events.PULL_REQUEST_UPDATED)
+        e["type"] for e in events_of(project_id, events.PULL_REQUEST_OPENED, events.PULL_REQUEST_UPDATED)
     ] == [
         events.PULL_REQUEST_OPENED,
         events.PULL_REQUEST_UPDATED,
@@ -335,13 +318,13 @@ def test_work_an_iteration_commits_after_the_stop_is_delivered_in_a_new_round(
     [pull] = world.forge.pulls(REPO)
     [comment] = world.forge.comments(REPO, pull["number"])
     assert "**Stopped early** (stopped): stopped by the user" in comment
-    assert _deliveries(project_id)["project"].round == 2
+    assert deliveries(project_id)["project"].round == 2
 
     # And the same commits sent again (their answer lost) start no other round
     advance.accept_workspace(
         world.settings.workspaces_dir(), project_id, running.id, claim.attempt, base, bundle, **accept
     )
-    assert _deliveries(project_id)["project"].round == 2
+    assert deliveries(project_id)["project"].round == 2
 
 
 def _push_theirs(world: World, branch: str, tmp: Path) -> str:
@@ -372,9 +355,9 @@ def test_a_branch_someone_else_moved_is_refused_not_forced_and_their_commits_sta
     branches = world.server.branches(REPO)
     assert branches[f"raas/{project_id}/project"] == theirs
     assert branches[f"raas/{project_id}/docs-1"] == git("rev-parse", "main", cwd=world.bare(project_id))
-    rows = _deliveries(project_id)
+    rows = deliveries(project_id)
     assert rows["project"].status == DeliveryStatus.FAILED
-    [failed] = _events(project_id, events.DELIVERY_FAILED)
+    [failed] = events_of(project_id, events.DELIVERY_FAILED)
     assert failed["step"] == "push"
     assert "not forced" in failed["reason"]
     assert f"raas deliver {project_id}" in failed["reason"]
@@ -404,10 +387,10 @@ def test_a_forge_refusal_is_reported_in_its_words_the_branch_stays_pushed_and_ra
     world.deliver_all()
 
     # Then delivery_failed carries the forge's message, and the branch is pushed all the same
-    [failed] = _events(project_id, events.DELIVERY_FAILED)
+    [failed] = events_of(project_id, events.DELIVERY_FAILED)
     assert failed["step"] == "pull_request"
     assert says in failed["reason"]
-    assert _deliveries(project_id)["project"].status == DeliveryStatus.FAILED
+    assert deliveries(project_id)["project"].status == DeliveryStatus.FAILED
     head = git("rev-parse", "main", cwd=world.bare(project_id))
     assert world.server.branches(REPO)[f"raas/{project_id}/project"] == head
     assert world.forge.pulls(REPO) == []
@@ -461,7 +444,7 @@ def test_a_coordinator_killed_between_push_and_pull_request_opens_exactly_one_af
     project_id = world.start(pull_request="ready")
     world.finish_task(project_id, "Added the API")
     world.finish_task(project_id, "Documented it")
-    project_delivery = _deliveries(project_id)["project"].id
+    project_delivery = deliveries(project_id)["project"].id
     for delivery_id in world.coordinator.dispatcher.deliveries:
         if delivery_id != project_delivery:
             deliver(delivery_id, world.settings, NullBus())
@@ -487,7 +470,7 @@ def test_a_coordinator_killed_between_push_and_pull_request_opens_exactly_one_af
         release.set()
         if process.poll() is None:
             process.kill()
-    row = _deliveries(project_id)["project"]
+    row = deliveries(project_id)["project"]
     assert (row.status, row.pushed_sha) == (
         DeliveryStatus.PENDING,
         git("rev-parse", "main", cwd=world.bare(project_id)),
@@ -504,5 +487,5 @@ def test_a_coordinator_killed_between_push_and_pull_request_opens_exactly_one_af
     # Then there is exactly one pull request and the branch was pushed once
     assert len(world.forge.pulls(REPO)) == 1
     assert world.pushes() == pushes + 1
-    assert _deliveries(project_id)["project"].status == DeliveryStatus.DELIVERED
-    assert len(_events(project_id, events.PULL_REQUEST_OPENED)) == 1
+    assert deliveries(project_id)["project"].status == DeliveryStatus.DELIVERED
+    assert len(events_of(project_id, events.PULL_REQUEST_OPENED)) == 1
