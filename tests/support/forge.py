@@ -20,9 +20,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.support.loopback import QuietHandler, serve_loopback
 
 
 @dataclass(frozen=True)
@@ -220,16 +222,7 @@ class FakeForge:
 
 
 def _handler(forge: FakeForge) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
-            """Quiet: the requests are recorded in ``forge.calls``."""
-
-        def do_GET(self) -> None:
-            self._serve()
-
-        def do_POST(self) -> None:
-            self._serve()
-
+    class Handler(QuietHandler):  # the requests are recorded in ``forge.calls``
         def do_PATCH(self) -> None:
             self._serve()
 
@@ -260,16 +253,10 @@ def _handler(forge: FakeForge) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def serve_forge(token: str) -> Iterator[FakeForge]:
     forge = FakeForge(token=token)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(forge))
-    server.daemon_threads = True
-    forge.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, name="fake-forge", daemon=True)
-    thread.start()
-    try:
-        yield forge
-    finally:
-        for release in forge._holds.values():
-            release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    with serve_loopback(_handler(forge), "fake-forge") as url:
+        forge.url = url
+        try:
+            yield forge
+        finally:
+            for release in forge._holds.values():  # held requests answer before the server stops
+                release.set()

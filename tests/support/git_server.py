@@ -24,8 +24,10 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.message import Message
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+from tests.support.loopback import QuietHandler, serve_loopback
 
 HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
 # Commits made by the server's own helpers carry fixed names and dates: reproducible shas.
@@ -220,16 +222,7 @@ def _cgi_response(out: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
 
 
 def _handler(server: GitServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
-            """Quiet: the requests are recorded in ``server.requests``."""
-
-        def do_GET(self) -> None:
-            self._serve()
-
-        def do_POST(self) -> None:
-            self._serve()
-
+    class Handler(QuietHandler):  # the requests are recorded in ``server.requests``
         def _body(self) -> bytes:
             if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
                 chunks: list[bytes] = []
@@ -277,14 +270,6 @@ def serve_git(root: Path) -> Iterator[GitServer]:
     """A git server on a free loopback port serving the bare repositories under ``root``."""
     root.mkdir(parents=True, exist_ok=True)
     server = GitServer(root=root)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
-    httpd.daemon_threads = True
-    server.base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, name="git-server", daemon=True)
-    thread.start()
-    try:
+    with serve_loopback(_handler(server), "git-server", join_s=5) as url:
+        server.base_url = url
         yield server
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
