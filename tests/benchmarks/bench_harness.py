@@ -29,9 +29,8 @@ from shared.models import Iteration, Message
 from tests.benchmarks import rig
 from tests.benchmarks.table import Check, Figure, Table
 from tests.support.engine import Engine, engine
-from workers.sandbox.base import Sandbox, SandboxLimits
-from workers.sandbox.container import SandboxMounts
-from workers.sandbox.factory import DockerSandboxConfig, factory_for
+from tests.support.sandboxes import WatchedSandboxes
+from workers.sandbox.base import Sandbox
 
 PHASES = ("before container", "container start", "CLI to its call", "call", "after the call", "iteration")
 SCRIPT = {
@@ -40,25 +39,15 @@ SCRIPT = {
 }
 
 
-class TimedSandboxes:
+class TimedSandboxes(WatchedSandboxes):
     """The worker's own factory, noting when each container start began and ended."""
 
     def __init__(self, image: str) -> None:
-        self._start = factory_for(DockerSandboxConfig(image=image))
+        super().__init__(image)
         self.starts: list[tuple[float, float]] = []
 
-    def __call__(
-        self,
-        workdir: Path,
-        limits: SandboxLimits,
-        labels: dict[str, str],
-        name: str,
-        mounts: SandboxMounts | None = None,
-    ) -> Sandbox:
-        began = time.time()
-        sandbox = self._start(workdir, limits, labels, name, mounts)
+    def started(self, sandbox: Sandbox, began: float) -> None:
         self.starts.append((began, time.time()))
-        return sandbox
 
 
 def one(eng: Engine, sandboxes: TimedSandboxes, raas_toml: str) -> dict[str, float]:

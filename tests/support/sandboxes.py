@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,18 +21,13 @@ SANDBOX_IMAGE = os.environ.get("RAAS_SANDBOX_IMAGE", "constellation-sandbox:book
 SandboxFactory = Callable[..., DockerSandbox]
 
 
-class InspectedSandboxes:
-    """The worker's own sandbox factory (``workers.sandbox.factory``, a Docker config), keeping what
-    ``docker inspect`` said of each container it started, taken once it was up.
-
-    Give it to an engine (``eng.sandbox_factory = InspectedSandboxes(image)``): the iteration
-    runs exactly as it would, and the test can read the container's configuration afterwards,
-    when the container itself is gone.
-    """
+class WatchedSandboxes:
+    """The worker's own sandbox factory (``workers.sandbox.factory``, a Docker config), telling
+    :meth:`started` of each sandbox once it is up: what a test or a benchmark wraps to look at the
+    containers an iteration starts while the iteration runs exactly as it would."""
 
     def __init__(self, image: str) -> None:
         self._start = factory_for(DockerSandboxConfig(image=image))
-        self.inspected: list[dict[str, Any]] = []
 
     def __call__(
         self,
@@ -41,7 +37,28 @@ class InspectedSandboxes:
         name: str,
         mounts: SandboxMounts | None = None,
     ) -> Sandbox:
+        began = time.time()
         sandbox = self._start(workdir, limits, labels, name, mounts)
+        self.started(sandbox, began)
+        return sandbox
+
+    def started(self, sandbox: Sandbox, began: float) -> None:
+        """Called with each sandbox as soon as it is up (``began``: when its start began, epoch s)."""
+
+
+class InspectedSandboxes(WatchedSandboxes):
+    """The worker's own sandbox factory, keeping what ``docker inspect`` said of each container it
+    started, taken once it was up.
+
+    Give it to an engine (``eng.sandbox_factory = InspectedSandboxes(image)``): the iteration
+    runs exactly as it would, and the test can read the container's configuration afterwards,
+    when the container itself is gone.
+    """
+
+    def __init__(self, image: str) -> None:
+        super().__init__(image)
+        self.inspected: list[dict[str, Any]] = []
+
+    def started(self, sandbox: Sandbox, began: float) -> None:
         assert isinstance(sandbox, DockerSandbox)
         self.inspected.append(sandbox.client.api.inspect_container(sandbox.container_id))
-        return sandbox
