@@ -17,7 +17,7 @@ from sqlalchemy import update
 
 from shared.db import session_scope
 from shared.models import Project
-from shared.settings import get_settings
+from tests.support.claude_host import CLAUDE, CLAUDE_MISSING, run_claude_on_host
 from tests.support.engine import Engine, engine
 from tests.support.records import messages, text
 from workers import records
@@ -25,7 +25,6 @@ from workers.gateway import Gateway, GatewayLease
 
 pytestmark = [pytest.mark.integration]
 
-CLAUDE = get_settings().harness_cache / "claude-code-2.1.330" / "claude"
 USAGE = {
     "input_tokens": 1234,
     "output_tokens": 56,
@@ -38,7 +37,7 @@ SCRIPT = {"responses": [text("All done.", usage=USAGE)], "when_exhausted": "repe
 @pytest.fixture
 def eng(services: dict[str, str], tmp_path: Path) -> Iterator[Engine]:
     if not CLAUDE.exists():
-        pytest.fail(f"{CLAUDE} is missing: run bash scripts/setup.sh (it installs the pinned harnesses)")
+        pytest.fail(CLAUDE_MISSING)
     with engine(SCRIPT, tmp_path) as running:
         yield running
 
@@ -54,21 +53,7 @@ def gateway(eng: Engine) -> Iterator[Gateway]:
 
 
 def run_claude(lease: GatewayLease, home: Path) -> subprocess.CompletedProcess[str]:
-    home.mkdir(exist_ok=True)
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(home),
-        "IS_SANDBOX": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "ANTHROPIC_UNIX_SOCKET": str(lease.socket_path),
-        "ANTHROPIC_BASE_URL": "http://localhost",
-        "ANTHROPIC_API_KEY": lease.token,
-    }
-    argv = [str(CLAUDE), "-p", "Say you are done.", "--output-format", "stream-json", "--verbose"]
-    argv += ["--model", "claude-sonnet-4-6", "--no-session-persistence", "--max-turns", "2"]
-    return subprocess.run(argv, env=env, cwd=home, capture_output=True, text=True, timeout=120, check=False)
+    return run_claude_on_host(lease, home, "Say you are done.", max_turns=2)
 
 
 def claimed(eng: Engine) -> tuple[str, records.Claim]:

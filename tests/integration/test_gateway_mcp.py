@@ -25,7 +25,7 @@ from pydantic import SecretStr
 from shared.db import session_scope
 from shared.memory import entries
 from shared.schemas import EventOut
-from shared.settings import get_settings
+from tests.support.claude_host import CLAUDE, CLAUDE_MISSING, run_claude_on_host
 from tests.support.engine import Engine, engine
 from tests.support.records import event_log, text, tool
 from workers import records
@@ -35,7 +35,6 @@ from workers.scripted_model.script import Script
 
 pytestmark = [pytest.mark.integration]
 
-CLAUDE = get_settings().harness_cache / "claude-code-2.1.330" / "claude"
 DONE = {"responses": [text("done")], "when_exhausted": "repeat_last"}
 
 
@@ -197,32 +196,18 @@ def test_a_category_without_coordination_gets_no_tools_and_a_wrong_token_is_refu
 
 def run_claude(url: str, token: str, lease: GatewayLease, home: Path) -> subprocess.CompletedProcess[str]:
     """Claude Code on the host, its model and its MCP server both through the lease."""
-    home.mkdir(exist_ok=True)
     config = {
         "mcpServers": {"raas": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}}
     }
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(home),
-        "IS_SANDBOX": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "ANTHROPIC_UNIX_SOCKET": str(lease.socket_path),
-        "ANTHROPIC_BASE_URL": "http://localhost",
-        "ANTHROPIC_API_KEY": lease.token,
-    }
-    argv = [str(CLAUDE), "-p", "Note the build command.", "--output-format", "stream-json", "--verbose"]
-    argv += ["--model", "claude-sonnet-4-6", "--no-session-persistence", "--max-turns", "3"]
-    argv += ["--mcp-config", json.dumps(config), "--strict-mcp-config", "--dangerously-skip-permissions"]
-    return subprocess.run(argv, env=env, cwd=home, capture_output=True, text=True, timeout=120, check=False)
+    mcp = ["--mcp-config", json.dumps(config), "--strict-mcp-config", "--dangerously-skip-permissions"]
+    return run_claude_on_host(lease, home, "Note the build command.", max_turns=3, extra=mcp)
 
 
 def test_claude_code_calls_memory_write_through_mcp_and_the_entry_is_in_the_database(
     eng: Engine, gateway: Gateway, published: list[EventOut], tmp_path: Path
 ) -> None:
     if not CLAUDE.exists():
-        pytest.fail(f"{CLAUDE} is missing: run bash scripts/setup.sh (it installs the pinned harnesses)")
+        pytest.fail(CLAUDE_MISSING)
     # Given a model whose first answer calls the memory tool as Claude Code names it
     args = {"key": "build/cmd", "value": "make test", "tags": ["build"]}
     script = {
