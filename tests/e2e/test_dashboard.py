@@ -11,18 +11,17 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Dialog, Page, Request, expect, sync_playwright
+from playwright.sync_api import Browser, Dialog, Page, Request, expect
 
 from orchestrator.api.tenants import create_tenant
 from shared.db import session_scope
 from shared.models import Project, ProjectStatus
-from tests.support.dashboard import CHROMIUM, CHROMIUM_ARGS, dashboard_engine, submit
+from tests.support.dashboard import dashboard_engine, submit
 from tests.support.stack import RAAS, ROOT_DIR
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
@@ -53,14 +52,6 @@ SCRIPT = {
     ],
     "when_exhausted": "repeat_last",
 }
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def _status(project_id: str) -> ProjectStatus:

@@ -8,16 +8,14 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, expect
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from shared.models import Project, ProjectStatus
-from tests.support.dashboard import CHROMIUM, CHROMIUM_ARGS
 from workers.scripted_model.script import Script
 from workers.scripted_model.server import ScriptedModelServer
 
@@ -32,14 +30,6 @@ WORKING = {
     ],
     "when_exhausted": "cycle",
 }
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def _announced(proc: subprocess.Popen[bytes], stderr: Path) -> tuple[str, str]:
