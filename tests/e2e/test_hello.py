@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from shared.db import session_scope
 from shared.models import Iteration, Message, Project
+from tests.support.faults import containers_of
 from tests.support.stack import ROOT_DIR, Stack, parse_json_lines
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
@@ -24,16 +25,6 @@ def stack(services: dict[str, str], tmp_path: Path) -> Iterator[Stack]:
     running = Stack(log_dir=tmp_path / "logs", script=ROOT_DIR / "examples/scripts/hello.json").start()
     yield running
     running.stop()
-
-
-def _containers_of(project_id: str) -> list[str]:
-    out = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=raas.project={project_id}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.split()
 
 
 def test_hello_project_runs_to_completion_through_every_layer(stack: Stack) -> None:
@@ -112,4 +103,4 @@ def test_hello_project_runs_to_completion_through_every_layer(stack: Stack) -> N
     assert '+print("Hello, Constellation!")' in diff.stdout
 
     # And no container is left behind
-    assert _containers_of(project_id) == []
+    assert containers_of(project_id) == []

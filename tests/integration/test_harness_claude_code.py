@@ -6,7 +6,6 @@ honestly (max turns, a rejected key, a spent budget, a burst of overloads, no bi
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -17,6 +16,7 @@ from pydantic import SecretStr
 
 from shared.models import IterationStatus, PauseReason, ProjectStatus
 from tests.support.engine import Engine, engine
+from tests.support.faults import containers_of
 from tests.support.records import (
     event_log,
     everything_recorded,
@@ -163,7 +163,7 @@ def test_a_hung_run_is_killed_at_the_wall_clock_limit_and_what_it_wrote_is_kept(
         assert iteration.status is IterationStatus.FAILED
         assert "4 s limit" in (iteration.error or "")
         assert workspace_git(eng, project_id, "show", "main:hello.py") == 'print("Hello, Constellation!")'
-        assert _containers_of(project_id) == []
+        assert containers_of(project_id) == []
 
 
 def _write_hello() -> dict[str, Any]:
@@ -172,13 +172,3 @@ def _write_hello() -> dict[str, Any]:
         "name": "Write",
         "input": {"file_path": "/workspace/hello.py", "content": 'print("Hello, Constellation!")\n'},
     }
-
-
-def _containers_of(project_id: str) -> list[str]:
-    out = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=raas.project={project_id}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.split()
