@@ -10,10 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import func, select
 
 from shared.db import session_scope
-from shared.models import Event, Project, ProjectStatus
+from shared.models import Project, ProjectStatus
+from tests.support.bad_input import assert_one_line_error, coordinator_state
 from tests.support.stack import ROOT_DIR, Stack
 
 pytestmark = [pytest.mark.e2e]
@@ -29,73 +29,56 @@ def coordinator(
     stack.stop()
 
 
-def _state(stack: Stack) -> tuple[int, int, list[str]]:
-    with session_scope() as session:
-        projects = session.scalar(select(func.count()).select_from(Project)) or 0
-        events = session.scalar(select(func.count()).select_from(Event)) or 0
-    workspaces = Path(stack.env["RAAS_DATA_DIR"]) / "workspaces"
-    return projects, events, sorted(p.name for p in workspaces.iterdir()) if workspaces.exists() else []
-
-
-def _assert_one_line_error(result: object, *fragments: str) -> None:
-    stderr = result.stderr.strip()  # type: ignore[attr-defined]
-    assert result.returncode != 0  # type: ignore[attr-defined]
-    assert len(stderr.splitlines()) == 1, stderr
-    assert stderr.startswith("error: ")
-    for fragment in fragments:
-        assert fragment in stderr
-
-
 def test_directory_without_prompt_is_refused_and_nothing_is_written(
     coordinator: Stack, tmp_path: Path
 ) -> None:
-    before = _state(coordinator)
+    before = coordinator_state(coordinator)
     (tmp_path / "main.py").write_text("print(1)\n")
     result = coordinator.cli("submit", str(tmp_path))
-    _assert_one_line_error(result, "PROMPT.md")
-    assert _state(coordinator) == before
+    assert_one_line_error(result, "PROMPT.md")
+    assert coordinator_state(coordinator) == before
 
 
 def test_invalid_raas_toml_names_the_bad_key_and_nothing_is_written(
     coordinator: Stack, tmp_path: Path
 ) -> None:
-    before = _state(coordinator)
+    before = coordinator_state(coordinator)
     (tmp_path / "PROMPT.md").write_text("do it\n")
     (tmp_path / "raas.toml").write_text('[sandbox]\nmemory = "lots"\n')
     result = coordinator.cli("submit", str(tmp_path))
-    _assert_one_line_error(result, "sandbox.memory", "not a size")
+    assert_one_line_error(result, "sandbox.memory", "not a size")
     (tmp_path / "raas.toml").write_text('max_iterations = "many"\n')
     result = coordinator.cli("submit", str(tmp_path))
-    _assert_one_line_error(result, "max_iterations", "integer")
-    assert _state(coordinator) == before
+    assert_one_line_error(result, "max_iterations", "integer")
+    assert coordinator_state(coordinator) == before
 
 
 def test_invalid_upload_is_refused_by_the_api_itself(coordinator: Stack, tmp_path: Path) -> None:
     # The coordinator does not trust the CLI's checks: a raw upload gets the same answer.
-    before = _state(coordinator)
+    before = coordinator_state(coordinator)
     url = f"http://127.0.0.1:{coordinator.coordinator_port}/v1/projects"
     headers = {"Authorization": f"Bearer {coordinator.env['RAAS_API_TOKEN']}"}
     response = httpx.post(url, content=b"not a tarball", headers=headers, timeout=10)
     assert response.status_code == 422
     assert "tar.gz" in response.json()["detail"]
-    assert _state(coordinator) == before
+    assert coordinator_state(coordinator) == before
 
 
 def test_wrong_token_is_refused_and_nothing_is_written(coordinator: Stack) -> None:
-    before = _state(coordinator)
+    before = coordinator_state(coordinator)
     coordinator.env["RAAS_API_TOKEN"], token = "wrong", coordinator.env["RAAS_API_TOKEN"]
     try:
         result = coordinator.cli("submit", str(ROOT_DIR / "examples/hello"))
     finally:
         coordinator.env["RAAS_API_TOKEN"] = token
-    _assert_one_line_error(result, "API token")
-    assert _state(coordinator) == before
+    assert_one_line_error(result, "API token")
+    assert coordinator_state(coordinator) == before
 
 
 def test_unknown_project_id_is_a_clear_error(coordinator: Stack) -> None:
     for command in (["status", "nosuchproject"], ["follow", "nosuchproject"]):
         result = coordinator.cli(*command)
-        _assert_one_line_error(result, "no project 'nosuchproject'")
+        assert_one_line_error(result, "no project 'nosuchproject'")
 
 
 def test_unreachable_coordinator_is_a_clear_error(coordinator: Stack) -> None:
@@ -107,7 +90,7 @@ def test_unreachable_coordinator_is_a_clear_error(coordinator: Stack) -> None:
         result = coordinator.cli("status", "anything")
     finally:
         coordinator.env["RAAS_COORDINATOR_URL"] = url
-    _assert_one_line_error(result, "does not answer")
+    assert_one_line_error(result, "does not answer")
 
 
 def _api_detail(stack: Stack, method: str, path: str, **kwargs: object) -> tuple[int, str]:
@@ -133,17 +116,17 @@ def _api_detail(stack: Stack, method: str, path: str, **kwargs: object) -> tuple
 def test_bad_task_graph_or_workflow_is_refused_by_cli_and_api_alike(
     coordinator: Stack, tmp_path: Path, toml: str, fragments: list[str]
 ) -> None:
-    before = _state(coordinator)
+    before = coordinator_state(coordinator)
     (tmp_path / "PROMPT.md").write_text("do it\n")
     (tmp_path / "raas.toml").write_text(toml)
     result = coordinator.cli("submit", str(tmp_path))
-    _assert_one_line_error(result, *fragments)
+    assert_one_line_error(result, *fragments)
     from shared.archive import pack_directory
 
     status, detail = _api_detail(coordinator, "POST", "/v1/projects", content=pack_directory(tmp_path))
     assert status == 422
     assert result.stderr.strip() == f"error: {detail}"
-    assert _state(coordinator) == before
+    assert coordinator_state(coordinator) == before
 
 
 def test_negative_budget_resume_of_a_completed_project_and_pause_of_a_missing_one(coordinator: Stack) -> None:
@@ -153,7 +136,7 @@ def test_negative_budget_resume_of_a_completed_project_and_pause_of_a_missing_on
     project_id = json.loads(created.stdout)["id"]
     with session_scope() as session:
         session.get_one(Project, project_id).status = ProjectStatus.COMPLETED
-    before = _state(coordinator)
+    before = coordinator_state(coordinator)
 
     cases = [
         (["budget", project_id, "--limit", "-5"], "not a positive amount"),
@@ -161,7 +144,7 @@ def test_negative_budget_resume_of_a_completed_project_and_pause_of_a_missing_on
         (["pause", "nosuchproject"], "no project 'nosuchproject'"),
     ]
     for args, fragment in cases:
-        _assert_one_line_error(coordinator.cli(*args), fragment)
+        assert_one_line_error(coordinator.cli(*args), fragment)
     assert (
         _api_detail(coordinator, "PUT", f"/v1/projects/{project_id}/budget", json={"limit_usd": "-5"})[0]
         == 422
@@ -170,4 +153,4 @@ def test_negative_budget_resume_of_a_completed_project_and_pause_of_a_missing_on
     assert status == 409
     assert "only a paused project can be resumed" in detail
     assert _api_detail(coordinator, "POST", "/v1/projects/nosuchproject/pause")[0] == 404
-    assert _state(coordinator) == before
+    assert coordinator_state(coordinator) == before

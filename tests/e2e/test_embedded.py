@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from shared.models import Event, Iteration, IterationStatus, Project, ProjectStatus
 from shared.project_config import ProjectConfig, parse_project_config
+from tests.support.bad_input import assert_one_line_error
 from tests.support.stack import ROOT_DIR
 from workers.scripted_model.script import Script
 from workers.scripted_model.server import ScriptedModelServer
@@ -93,15 +94,6 @@ def _show(data_dir: Path, project_id: str, path: str) -> str:
     return subprocess.run(
         ["git", "-C", str(bare), "show", f"main:{path}"], capture_output=True, text=True, check=True
     ).stdout
-
-
-def _assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    stderr = result.stderr.strip()
-    assert result.returncode != 0, result.stdout
-    assert len(stderr.splitlines()) == 1, stderr
-    assert stderr.startswith("error: ")
-    for fragment in fragments:
-        assert fragment in stderr
 
 
 def _hello_copy(tmp_path: Path, raas_toml: str | None = None) -> Path:
@@ -272,14 +264,14 @@ def test_init_scaffolds_a_project_that_run_accepts(hello_model: ScriptedModelSer
 def test_init_into_a_non_empty_directory_fails_and_writes_nothing(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine\n")
     result = raas("init", str(tmp_path), env=_env(tmp_path / "data", None))
-    _assert_one_line_error(result, "not empty")
+    assert_one_line_error(result, "not empty")
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
 
 def test_no_api_key_and_no_base_url_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     result = raas("run", str(ROOT_DIR / "examples/hello"), env=_env(data_dir, None))
-    _assert_one_line_error(result, "ANTHROPIC_API_KEY")
+    assert_one_line_error(result, "ANTHROPIC_API_KEY")
     assert not data_dir.exists()
 
 
@@ -289,7 +281,7 @@ def test_docker_forced_without_an_engine_is_one_line_and_writes_nothing(
     data_dir = tmp_path / "data"
     env = _env(data_dir, hello_model, RAAS_SANDBOX="docker", **NO_DOCKER)
     result = raas("run", str(ROOT_DIR / "examples/hello"), env=env)
-    _assert_one_line_error(result, "docker sandbox", "no Docker engine")
+    assert_one_line_error(result, "docker sandbox", "no Docker engine")
     assert not data_dir.exists()
 
 
@@ -300,7 +292,7 @@ def test_unusable_data_directory_is_one_line_and_writes_nothing(
     blocker.write_text("")
     env = _env(blocker / "data", hello_model, **NO_DOCKER)
     result = raas("run", str(ROOT_DIR / "examples/hello"), env=env)
-    _assert_one_line_error(result, "data directory", "RAAS_DATA_DIR")
+    assert_one_line_error(result, "data directory", "RAAS_DATA_DIR")
     assert blocker.read_text() == ""
 
 
@@ -310,5 +302,5 @@ def test_directory_without_prompt_is_one_line_and_writes_nothing(
     (tmp_path / "project").mkdir()
     data_dir = tmp_path / "data"
     result = raas("run", str(tmp_path / "project"), env=_env(data_dir, hello_model, **NO_DOCKER))
-    _assert_one_line_error(result, "PROMPT.md")
+    assert_one_line_error(result, "PROMPT.md")
     assert not data_dir.exists()

@@ -15,11 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
 
-from shared.db import session_scope
 from shared.harnesses import HARNESSES
-from shared.models import Event, Project
+from tests.support.bad_input import assert_one_line_error, coordinator_state
 from tests.support.stack import RAAS, ROOT_DIR, Stack
 
 pytestmark = [pytest.mark.e2e]
@@ -59,15 +57,6 @@ def _raas(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*RAAS, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
-def _assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    stderr = result.stderr.strip()
-    assert result.returncode != 0, result.stdout
-    assert len(stderr.splitlines()) == 1, stderr
-    assert stderr.startswith("error: ")
-    for fragment in fragments:
-        assert fragment in stderr
-
-
 def _project_dir(tmp_path: Path, raas_toml: str) -> Path:
     project = tmp_path / "hello"
     shutil.copytree(ROOT_DIR / "examples/hello", project)
@@ -87,9 +76,9 @@ WRONG = (
 def test_a_worker_refuses_to_start_without_a_harness_it_must_run(cache: Path, tmp_path: Path) -> None:
     env = _env(cache, RAAS_DATA_DIR=str(tmp_path / "data"))
 
-    _assert_one_line_error(_raas("worker", "--harnesses", "claude-code", env=env), *MISSING)
-    _assert_one_line_error(_raas("worker", env={**env, "RAAS_WORKER_HARNESSES": '["codex"]'}), *WRONG)
-    _assert_one_line_error(
+    assert_one_line_error(_raas("worker", "--harnesses", "claude-code", env=env), *MISSING)
+    assert_one_line_error(_raas("worker", env={**env, "RAAS_WORKER_HARNESSES": '["codex"]'}), *WRONG)
+    assert_one_line_error(
         _raas("worker", "--harnesses", "api,aider", env=env),
         "unknown harness 'aider'",
         "api, claude-code, codex, opencode",
@@ -106,25 +95,17 @@ def test_raas_run_refuses_a_harness_it_cannot_run_before_writing_anything(
         "run", str(_project_dir(tmp_path, raas_toml)), env=_env(cache, RAAS_DATA_DIR=str(data_dir))
     )
 
-    _assert_one_line_error(result, *fragments)
+    assert_one_line_error(result, *fragments)
     assert not data_dir.exists()
-
-
-def _state(stack: Stack) -> tuple[int, int, list[str]]:
-    with session_scope() as session:
-        projects = session.scalar(select(func.count()).select_from(Project)) or 0
-        events = session.scalar(select(func.count()).select_from(Event)) or 0
-    workspaces = Path(stack.env["RAAS_DATA_DIR"]) / "workspaces"
-    return projects, events, sorted(p.name for p in workspaces.iterdir()) if workspaces.exists() else []
 
 
 @pytest.mark.parametrize(("raas_toml", "fragments"), [(CLAUDE_TOML, MISSING), (CODEX_TOML, WRONG)])
 def test_the_coordinator_refuses_a_harness_it_cannot_run_before_writing_anything(
     coordinator: Stack, tmp_path: Path, raas_toml: str, fragments: tuple[str, ...]
 ) -> None:
-    before = _state(coordinator)
+    before = coordinator_state(coordinator)
 
     result = coordinator.cli("submit", str(_project_dir(tmp_path, raas_toml)))
 
-    _assert_one_line_error(result, *fragments)
-    assert _state(coordinator) == before
+    assert_one_line_error(result, *fragments)
+    assert coordinator_state(coordinator) == before
