@@ -1,28 +1,48 @@
-"""A worker killed with SIGKILL while Claude Code runs a command in the iteration's container:
-the container goes (swept as the dead worker's), the iteration is re-run as attempt 2 by the
-other worker through its own gateway lease, and the project completes with no call recorded or
-charged twice (issue #12 Tests)."""
+"""A worker killed with SIGKILL while a harness (Claude Code, Codex or OpenCode) runs a command in
+the iteration's container: the container goes (swept as the dead worker's), the iteration is
+re-run as attempt 2 by the other worker through its own gateway lease, and the project completes
+with no call recorded or charged twice (issue #12 Tests, for each of the three harnesses)."""
 
 from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
 from shared.db import session_scope
-from shared.models import Event, Iteration
-from tests.support.faults import USAGE, Rig, containers_of, verify
+from shared.models import Event, Iteration, ProjectStatus
+from tests.support.faults import (
+    CONTAINERS_GONE_S,
+    USAGE,
+    Follower,
+    Rig,
+    Verdict,
+    _answered,
+    _check_completed,
+    _check_costs,
+    _check_events,
+    _check_iterations,
+    _check_messages,
+    containers_of,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 
+# Not `sleep 30; ...`: Claude Code refuses a sleep followed by a command, at once.
 SLOW = "python3 -c 'import time; time.sleep(30)' && cat notes/1.md"
+# The note the re-run attempt writes: the killed attempt's work is never committed.
+NOTE = ("notes/2.md", "note 2\n")
 RAAS_TOML = """name = "harness-fault"
-harness = "claude-code"
+harness = "{harness}"
 max_iterations = 5
 
 [budget]
@@ -31,24 +51,59 @@ limit_usd = 5
 [sandbox]
 memory = "1g"
 """
+# Stays in the worker: the gateway sends it to the scripted model, never into the container.
+OPENAI_KEY = "sk-fault-test-openai-key"
 
 
-def _write(path: str, content: str) -> dict[str, Any]:
-    return {
-        "type": "tool_use",
-        "name": "Write",
-        "input": {"file_path": f"/workspace/{path}", "content": content},
-    }
+@dataclass(frozen=True)
+class Harness:
+    """One CLI's tool shapes, as the recorded scripts in tests/fixtures/harnesses show them."""
+
+    name: str
+    write: Callable[[str, str], dict[str, Any]]
+    run: Callable[[str], dict[str, Any]]
+    wrote: str  # our name for its write tool, in the events
 
 
-def _script() -> dict[str, Any]:
+def _tool(name: str, args: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "name": name, "input": args}
+
+
+def _codex_patch(path: str, content: str) -> dict[str, Any]:
+    """Codex's freeform apply_patch tool: its input is the patch text, not an object."""
+    added = "".join(f"+{line}\n" for line in content.splitlines())
+    return _tool("apply_patch", f"*** Begin Patch\n*** Add File: {path}\n{added}*** End Patch\n")
+
+
+HARNESSES = {
+    "claude-code": Harness(
+        "claude-code",
+        write=lambda path, content: _tool("Write", {"file_path": f"/workspace/{path}", "content": content}),
+        run=lambda command: _tool("Bash", {"command": command}),
+        wrote="write",
+    ),
+    "codex": Harness(
+        "codex",
+        write=_codex_patch,
+        run=lambda command: _tool("exec_command", {"cmd": command, "yield_time_ms": 30000}),
+        wrote="edit",
+    ),
+    "opencode": Harness(
+        "opencode",
+        write=lambda path, content: _tool("write", {"filePath": f"/workspace/{path}", "content": content}),
+        run=lambda command: _tool("bash", {"command": command, "description": "Show the note"}),
+        wrote="write",
+    ),
+}
+
+
+def _script(harness: Harness) -> dict[str, Any]:
     """Attempt 1 writes a note and runs a long command (the kill lands in it); the re-run
     attempt takes the script's next steps: it writes the completion file, then ends."""
     steps: list[list[dict[str, Any]]] = [
-        [{"type": "text", "text": "Writing the note."}, _write("notes/1.md", "note 1\n")],
-        # Not `sleep 30; ...`: Claude Code refuses a sleep followed by a command, at once.
-        [{"type": "tool_use", "name": "Bash", "input": {"command": SLOW}}],
-        [_write("notes/2.md", "note 2\n"), _write(".raas/complete", "notes written\n")],
+        [{"type": "text", "text": "Writing the note."}, harness.write("notes/1.md", "note 1\n")],
+        [harness.run(SLOW)],
+        [harness.write(*NOTE), harness.write(".raas/complete", "notes written\n")],
         [{"type": "text", "text": "The notes are written."}],
     ]
     return {
@@ -58,22 +113,28 @@ def _script() -> dict[str, Any]:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("name", list(HARNESSES))
 def test_worker_killed_mid_harness_run_leaves_no_container_and_charges_nothing_twice(
-    make_rig: Callable[..., Rig], database_url: str
+    make_rig: Callable[..., Rig], database_url: str, name: str
 ) -> None:
-    # Given two workers and a Claude Code project, followed live
+    # Given two workers and a project on the harness, followed live
+    harness = HARNESSES[name]
     # The sweep every 2 s, not 30: the killed attempt's container goes soon after it is stale.
     rig = make_rig(
-        _script(),
+        _script(harness),
         database_url=database_url,
-        workers=2,
-        pool="threads",
+        workers=0,
         env={"RAAS_SANDBOX_SWEEP_INTERVAL_S": "2"},
     )
+    # Codex's Responses API calls go to the scripted model too (its port is known only now)
+    rig.stack.env["OPENAI_API_KEY"] = OPENAI_KEY
+    rig.stack.env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{rig.stack.model_port}/v1"
+    for index in range(2):
+        rig.stack.spawn_worker(index, concurrency=1, pool="threads")
     project_dir = rig.work_dir / "project"
     project_dir.mkdir()
     (project_dir / "PROMPT.md").write_text("Write notes under notes/, then say you are done.\n")
-    (project_dir / "raas.toml").write_text(RAAS_TOML)
+    (project_dir / "raas.toml").write_text(RAAS_TOML.format(harness=name))
     submitted_at = time.monotonic()
     submitted = rig.stack.cli("submit", str(project_dir), "--json")
     assert submitted.returncode == 0, submitted.stderr + rig.explain()
@@ -81,19 +142,19 @@ def test_worker_killed_mid_harness_run_leaves_no_container_and_charges_nothing_t
     rig.projects.append(project_id)
     follower = rig.follow(project_id)
 
-    # When the worker running it is killed while Claude Code's Bash command runs in the container
-    running = rig.wait_for_tool(project_id, number=1, tool="bash")
+    # When the worker running it is killed while the harness's command runs in the container
+    running = _wait_for_command(rig, project_id)
     rig.kill(rig.worker_process(running), signal.SIGKILL)
     assert containers_of(project_id), "the killed attempt's container outlives it until the sweep"
     with session_scope(rig.database_url) as session:
         ran = session.scalars(
             select(Event.data).where(Event.iteration_id == running.id, Event.type == "tool_executed")
         ).all()
-    assert [d["tool"] for d in ran] == ["write"], "the kill landed while the command ran"
+    assert [d["tool"] for d in ran] == [harness.wrote], "the kill landed while the command ran"
 
     # Then the project completes; every event, message and cost checks out, no container is left
     try:
-        verdict = verify(rig, project_id, follower, submitted_at, cut_replies=1)
+        verdict = _verify(rig, project_id, follower, submitted_at)
     except AssertionError as failed:
         steps = [r["step"] for r in rig.stack.model_requests()]
         with session_scope(rig.database_url) as session:
@@ -109,8 +170,86 @@ def test_worker_killed_mid_harness_run_leaves_no_container_and_charges_nothing_t
     print(
         "\n"
         + verdict.summary(
-            f"SIGKILL to worker {running.worker} while Claude Code's Bash ran a 30 s command in "
+            f"SIGKILL to worker {running.worker} while {name}'s shell ran a 30 s command in "
             "iteration 1's container; "
             f"{rerun.worker} re-ran it as attempt 2 through its own gateway lease."
         )
     )
+
+
+def _wait_for_command(rig: Rig, project_id: str, timeout_s: float = 90) -> Iteration:
+    """Iteration 1 once the slow command runs in its container. Not the harness's tool-call
+    event: OpenCode prints a tool call only once it has finished."""
+
+    def running() -> Iteration | None:
+        for container in containers_of(project_id):
+            top = subprocess.run(
+                ["docker", "top", container, "-eo", "pid,args"], capture_output=True, text=True, check=False
+            )
+            if "time.sleep(30)" in top.stdout:
+                with session_scope(rig.database_url) as session:
+                    return session.scalar(
+                        select(Iteration).where(Iteration.project_id == project_id, Iteration.number == 1)
+                    )
+        return None
+
+    found: Iteration = wait_until(running, timeout_s, "the slow command to run in the container", 0.2)
+    return found
+
+
+def _verify(rig: Rig, project_id: str, follower: Follower, submitted_at: float) -> Verdict:
+    """tests.support.faults.verify with its workspace check made harness-neutral: verify reads
+    the notes out of the stored write calls, whose shapes are Claude Code's or ours (Codex's
+    apply_patch is patch text, OpenCode's write takes filePath); here the note the script's
+    re-run attempt writes is looked up in the workspace instead. One reply may be cut off by the
+    kill."""
+    problems: list[str] = []
+
+    def check(what: str, run: Callable[[], Any], default: Any = None) -> Any:
+        try:
+            return run()
+        except (AssertionError, TimeoutError) as exc:
+            problems.append(f"- {what}: {exc}")
+            return default
+
+    try:
+        status = rig.wait_settled(project_id)
+    except TimeoutError as exc:
+        raise AssertionError(str(exc) + rig.explain()) from exc
+    elapsed = time.monotonic() - submitted_at
+    check("project", lambda: _check_completed(rig, project_id, status))
+    code = follower.wait(60 if status == ProjectStatus.COMPLETED else 5)
+    if code != 0:
+        problems.append(f"- follower: exited {code}: {follower.stderr().strip()}")
+    events = check("events", lambda: _check_events(rig, project_id, follower), [])
+    iterations = check("iterations", lambda: _check_iterations(rig, project_id), [])
+    messages, replies = check("messages", lambda: _check_messages(rig, project_id, 1), (0, 0))
+    spent = check("costs", lambda: _check_costs(rig, project_id), 0)
+    check("workspace", lambda: _check_note(rig, project_id))
+    started = time.monotonic()
+    check(
+        "containers",
+        lambda: wait_until(lambda: not containers_of(project_id), CONTAINERS_GONE_S, "no container left", 1),
+    )
+    assert not problems, "\n".join(["the fault was not survived:", *problems]) + rig.explain()
+    return Verdict(
+        project_id=project_id,
+        elapsed_s=elapsed,
+        events=len(events),
+        iterations=[(it.number, it.attempt) for it in iterations],
+        messages=messages,
+        replies=replies,
+        cut_replies=_answered(rig, project_id) - replies,
+        spent_usd=spent,
+        notes=1,
+        containers_waited_s=time.monotonic() - started,
+    )
+
+
+def _check_note(rig: Rig, project_id: str) -> None:
+    path, content = NOTE
+    bare = Path(rig.stack.env["RAAS_DATA_DIR"]) / "workspaces" / f"{project_id}.git"
+    shown = subprocess.run(
+        ["git", "-C", str(bare), "show", f"main:{path}"], capture_output=True, text=True, check=False
+    )
+    assert shown.stdout == content, f"{path} is not in the workspace as written: {shown.stderr}"
