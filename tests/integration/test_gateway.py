@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import secrets
 import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,9 +27,9 @@ from shared.events import EventData
 from shared.models import Project, ProjectStatus
 from tests.support.engine import Engine, engine
 from tests.support.records import STREAMS, messages, project, replay, text
+from tests.support.relay import relay_on_host
 from workers import records
 from workers.gateway import Gateway, GatewayLease
-from workers.gateway import relay as relay_module
 from workers.scripted_model.script import Script
 
 pytestmark = [pytest.mark.integration]
@@ -313,35 +311,20 @@ def test_overloaded_answers_are_relayed_and_only_the_success_is_charged(
 def test_the_relay_carries_a_stream_from_loopback_to_the_socket(eng: Engine, gateway: Gateway) -> None:
     # Given the relay script running as it runs in a container, in front of a lease's socket
     script = {"responses": [replay("basic_response.txt")], "when_exhausted": "repeat_last"}
-    with lease_for(eng, gateway, script=script) as (project_id, lease, _):
-        relay = subprocess.Popen(
-            [sys.executable, relay_module.__file__, "0", str(lease.socket_path)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert relay.stdout is not None
-            url = relay.stdout.readline().split()[-1]
-            # When a harness calls the loopback port
-            body = {
-                "model": "claude-sonnet-4-6",
-                "max_tokens": 100,
-                "stream": True,
-                "messages": [{"role": "user", "content": "hi"}],
-                "metadata": {"user_id": project_id},
-            }
-            with (
-                httpx.Client(base_url=f"http://{url}") as http,
-                http.stream(
-                    "POST", "/v1/messages", json=body, headers={"x-api-key": lease.token}
-                ) as response,
-            ):
-                streamed = b"".join(response.iter_raw())
-        finally:
-            relay.kill()
-            relay.wait()
-            if relay.stdout is not None:
-                relay.stdout.close()
+    with lease_for(eng, gateway, script=script) as (project_id, lease, _), relay_on_host(lease) as url:
+        # When a harness calls the loopback port
+        body = {
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 100,
+            "stream": True,
+            "messages": [{"role": "user", "content": "hi"}],
+            "metadata": {"user_id": project_id},
+        }
+        with (
+            httpx.Client(base_url=url) as http,
+            http.stream("POST", "/v1/messages", json=body, headers={"x-api-key": lease.token}) as response,
+        ):
+            streamed = b"".join(response.iter_raw())
 
     # Then the stream arrives whole and the call is charged
     assert response.status_code == 200

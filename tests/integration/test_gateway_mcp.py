@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,9 +27,9 @@ from shared.schemas import EventOut
 from tests.support.claude_host import CLAUDE, CLAUDE_MISSING, run_claude_on_host
 from tests.support.engine import Engine, engine
 from tests.support.records import event_log, text, tool
+from tests.support.relay import relay_on_host
 from workers import records
 from workers.gateway import Gateway, GatewayLease
-from workers.gateway import relay as relay_module
 from workers.scripted_model.script import Script
 
 pytestmark = [pytest.mark.integration]
@@ -75,21 +74,8 @@ def leased(
 @contextmanager
 def relay(lease: GatewayLease) -> Iterator[str]:
     """relay.py on the host, as the runner starts it in the container: the URL of /mcp through it."""
-    process = subprocess.Popen(
-        [sys.executable, relay_module.__file__, "0", str(lease.socket_path)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert "listening" in line, line
-        yield f"http://127.0.0.1:{line.rsplit(':', 1)[1].strip()}/mcp"
-    finally:
-        process.kill()
-        process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+    with relay_on_host(lease) as base_url:
+        yield f"{base_url}/mcp"
 
 
 def mcp_session(url: str, token: str, steps: Any) -> Any:
