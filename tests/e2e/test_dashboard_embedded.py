@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,12 +15,12 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from shared.models import Project, ProjectStatus
+from tests.support.stack import RAAS
 from workers.scripted_model.script import Script
 from workers.scripted_model.server import ScriptedModelServer
 
 pytestmark = [pytest.mark.e2e]
 
-RAAS = [sys.executable, "-m", "orchestrator.cli"]
 # Each iteration changes the workspace (the breaker pauses a run that makes no progress).
 WORKING = {
     "responses": [

@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,13 +22,12 @@ from sqlalchemy.orm import Session
 from shared.models import Event, Iteration, IterationStatus, Project, ProjectStatus
 from shared.project_config import ProjectConfig, parse_project_config
 from tests.support.bad_input import assert_one_line_error
-from tests.support.stack import ROOT_DIR
+from tests.support.stack import RAAS, ROOT_DIR
 from workers.scripted_model.script import Script
 from workers.scripted_model.server import ScriptedModelServer
 
 pytestmark = [pytest.mark.e2e]
 
-RAAS = [sys.executable, "-m", "orchestrator.cli"]
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent.sock"}
 NEVER_DONE = {
     "responses": [{"content": [{"type": "text", "text": "Still looking into it."}]}],
