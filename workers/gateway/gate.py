@@ -1,5 +1,6 @@
-"""The gate each harness model call passes, with the functions the api harness uses: the budget
-reserves the call's worst case first (:func:`workers.records.reserve_call_waiting`), the rate
+"""The gate each harness model call passes, with the ledger the api harness uses: the budget
+reserves the call's worst case first, if the project still runs
+(:func:`workers.records.reserve_if_running`, the same wait as ``reserve_call_waiting``), the rate
 limits admit it (:class:`workers.llm.ratelimit.RateLimiter`), and its answer is recorded and
 priced once (:func:`workers.records.store_call`, which settles the reservation) — or, when it
 failed, the reservation is released and nothing is charged.
