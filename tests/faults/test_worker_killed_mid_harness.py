@@ -18,22 +18,8 @@ import pytest
 from sqlalchemy import select
 
 from shared.db import session_scope
-from shared.models import Event, Iteration, ProjectStatus
-from tests.support.faults import (
-    CONTAINERS_GONE_S,
-    USAGE,
-    Follower,
-    Rig,
-    Verdict,
-    _answered,
-    _check_completed,
-    _check_costs,
-    _check_events,
-    _check_iterations,
-    _check_messages,
-    containers_of,
-    wait_until,
-)
+from shared.models import Event, Iteration
+from tests.support.faults import USAGE, Rig, containers_of, verify, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 
@@ -154,7 +140,7 @@ def test_worker_killed_mid_harness_run_leaves_no_container_and_charges_nothing_t
 
     # Then the project completes; every event, message and cost checks out, no container is left
     try:
-        verdict = _verify(rig, project_id, follower, submitted_at)
+        verdict = verify(rig, project_id, follower, submitted_at, cut_replies=1, workspace=_check_note)
     except AssertionError as failed:
         steps = [r["step"] for r in rig.stack.model_requests()]
         with session_scope(rig.database_url) as session:
@@ -197,59 +183,14 @@ def _wait_for_command(rig: Rig, project_id: str, timeout_s: float = 90) -> Itera
     return found
 
 
-def _verify(rig: Rig, project_id: str, follower: Follower, submitted_at: float) -> Verdict:
-    """tests.support.faults.verify with its workspace check made harness-neutral: verify reads
-    the notes out of the stored write calls, whose shapes are Claude Code's or ours (Codex's
-    apply_patch is patch text, OpenCode's write takes filePath); here the note the script's
-    re-run attempt writes is looked up in the workspace instead. One reply may be cut off by the
-    kill."""
-    problems: list[str] = []
-
-    def check(what: str, run: Callable[[], Any], default: Any = None) -> Any:
-        try:
-            return run()
-        except (AssertionError, TimeoutError) as exc:
-            problems.append(f"- {what}: {exc}")
-            return default
-
-    try:
-        status = rig.wait_settled(project_id)
-    except TimeoutError as exc:
-        raise AssertionError(str(exc) + rig.explain()) from exc
-    elapsed = time.monotonic() - submitted_at
-    check("project", lambda: _check_completed(rig, project_id, status))
-    code = follower.wait(60 if status == ProjectStatus.COMPLETED else 5)
-    if code != 0:
-        problems.append(f"- follower: exited {code}: {follower.stderr().strip()}")
-    events = check("events", lambda: _check_events(rig, project_id, follower), [])
-    iterations = check("iterations", lambda: _check_iterations(rig, project_id), [])
-    messages, replies = check("messages", lambda: _check_messages(rig, project_id, 1), (0, 0))
-    spent = check("costs", lambda: _check_costs(rig, project_id), 0)
-    check("workspace", lambda: _check_note(rig, project_id))
-    started = time.monotonic()
-    check(
-        "containers",
-        lambda: wait_until(lambda: not containers_of(project_id), CONTAINERS_GONE_S, "no container left", 1),
-    )
-    assert not problems, "\n".join(["the fault was not survived:", *problems]) + rig.explain()
-    return Verdict(
-        project_id=project_id,
-        elapsed_s=elapsed,
-        events=len(events),
-        iterations=[(it.number, it.attempt) for it in iterations],
-        messages=messages,
-        replies=replies,
-        cut_replies=_answered(rig, project_id) - replies,
-        spent_usd=spent,
-        notes=1,
-        containers_waited_s=time.monotonic() - started,
-    )
-
-
-def _check_note(rig: Rig, project_id: str) -> None:
+def _check_note(rig: Rig, project_id: str) -> int:
+    """The note the re-run attempt writes, looked up in the workspace: verify reads notes out of
+    stored write calls, whose shapes are Claude Code's or ours (Codex's apply_patch is patch text,
+    OpenCode's write takes filePath)."""
     path, content = NOTE
     bare = Path(rig.stack.env["RAAS_DATA_DIR"]) / "workspaces" / f"{project_id}.git"
     shown = subprocess.run(
         ["git", "-C", str(bare), "show", f"main:{path}"], capture_output=True, text=True, check=False
     )
     assert shown.stdout == content, f"{path} is not in the workspace as written: {shown.stderr}"
+    return 1

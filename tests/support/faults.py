@@ -492,12 +492,20 @@ class Verdict:
 
 
 def verify(
-    rig: Rig, project_id: str, follower: Follower, submitted_at: float, *, cut_replies: int = 0
+    rig: Rig,
+    project_id: str,
+    follower: Follower,
+    submitted_at: float,
+    *,
+    cut_replies: int = 0,
+    workspace: Callable[[Rig, str], int] | None = None,
 ) -> Verdict:
     """Every check of the module docstring, all of them run; one failure lists every problem.
 
     ``cut_replies``: model replies the fault may have cut off in flight (a killed process never
-    received them, so they are neither stored nor charged).
+    received them, so they are neither stored nor charged). ``workspace``: the workspace check
+    (returning the notes it found) when the notes cannot be read out of the stored write calls
+    (an agent CLI's own write shapes); by default every note a succeeded write made.
     """
     problems: list[str] = []
 
@@ -521,7 +529,7 @@ def verify(
     iterations = check("iterations", lambda: _check_iterations(rig, project_id), [])
     messages, replies = check("messages", lambda: _check_messages(rig, project_id, cut_replies), (0, 0))
     spent = check("costs", lambda: _check_costs(rig, project_id), Decimal(0))
-    notes = check("workspace", lambda: _check_workspace(rig, project_id), 0)
+    notes = check("workspace", lambda: (workspace or _check_workspace)(rig, project_id), 0)
     started = time.monotonic()
     check(
         "containers",
