@@ -69,9 +69,7 @@ def prompt_action(
     csrf: Csrf = None,
 ) -> HTMLResponse:
     _guard(request, session, csrf)
-    try:
-        if "\x00" in prompt:
-            raise InvalidInput("the new PROMPT.md contains a NUL byte; it must be plain text")  # noqa: EM101
+    try:  # set_prompt refuses what check_prompt refuses (NUL, empty, too large), as for the API
         done: ProjectOut | RaasError = lifecycle.set_prompt(project_id, prompt, ctx.dispatcher, ctx.bus)
     except RaasError as exc:
         done = exc
