@@ -373,12 +373,7 @@ def reserve_call_waiting(
     they settle, so a refusal then means "wait" (up to ``wait_s``), not "spent". The one budget
     gate of every model call: the api harness's session and the harnesses' gateway.
     """
-    deadline = time.monotonic() + wait_s
-    while not reserve_call(claim, amount):
-        if not others_hold_reservations(claim) or time.monotonic() > deadline:
-            return False
-        time.sleep(poll_s)
-    return True
+    return _waiting_for_budget(claim, lambda: reserve_call(claim, amount), wait_s, poll_s) is True
 
 
 def reserve_if_running(
@@ -387,9 +382,17 @@ def reserve_if_running(
     """:func:`project_running`, then :func:`reserve_call_waiting`, in one transaction while the
     budget answers at once (the gateway's every call): None when the project no longer runs,
     else whether the call's worst case is reserved."""
+    return _waiting_for_budget(claim, lambda: _reserve_if_running(claim, amount), wait_s, poll_s)
+
+
+def _waiting_for_budget(
+    claim: Claim, reserve: Callable[[], bool | None], wait_s: float, poll_s: float
+) -> bool | None:
+    """``reserve`` until it answers anything but False, while other calls hold budget that may
+    come back and ``wait_s`` has not passed; False: the budget is spent."""
     deadline = time.monotonic() + wait_s
     while True:
-        reserved = _reserve_if_running(claim, amount)
+        reserved = reserve()
         if reserved is not False:
             return reserved
         if not others_hold_reservations(claim) or time.monotonic() > deadline:
