@@ -16,7 +16,7 @@ processes and caches hot as no hand-off of ours is; the goal's verdict is printe
 
 Run: ``.venv/bin/python -m tests.benchmarks.bench_coordinator [--projects N] [--iterations N]``.
 Needs Postgres, Redis, Docker and the sandbox image; it makes its own database (dropped at the
-end) and uses Redis database 13 (flushed).
+end) and a Redis server of its own (stopped at the end).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ number of projects grows.
 
 Run: ``.venv/bin/python -m tests.benchmarks.bench_dashboard [--projects 200] [--seconds 20]``;
 a quick run: ``--projects 40 --seconds 8 --list-projects 1000``. Needs Postgres and Redis; it
-makes its own database (dropped at the end) and uses Redis database 13 (flushed).
+makes its own database (dropped at the end) and a Redis server of its own (stopped at the end).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ threads worker of concurrency C may hold up to C connections, which a shared ser
 spare.
 
 Run: ``.venv/bin/python -m tests.benchmarks.bench_density [--projects N] [--delay S]
-[--concurrency C] [--iterations N]``. Needs Docker, the sandbox image and Redis (database 13).
+[--concurrency C] [--iterations N]``. Needs Docker, the sandbox image and redis-server (it starts
+one of its own).
 """
 
 from __future__ import annotations
@@ -44,8 +45,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import redis
 
 from shared.db import forget_engines
 from shared.migrate import upgrade
@@ -126,8 +125,8 @@ class Run:
 
 @contextmanager
 def private_services() -> Iterator[tuple[rig.Services, int]]:
-    """A PostgreSQL cluster of this run's own (migrated) and Redis database 13 (flushed); and the
-    cluster's postmaster process."""
+    """A PostgreSQL cluster of this run's own (migrated) and the run's Redis; and the cluster's
+    postmaster process."""
     root = Path(tempfile.mkdtemp(prefix="raas-bench-pg-"))
     shutil.chown(root, "postgres", "postgres")
     server = PrivatePostgres(root)
@@ -136,20 +135,17 @@ def private_services() -> Iterator[tuple[rig.Services, int]]:
         conf.write("max_connections = 400\n")
     server.start()
     url = server.url
-    bus = redis.Redis.from_url(rig.REDIS_URL)
-    os.environ.update(
-        {"RAAS_DATABASE_URL": url, "RAAS_REDIS_URL": rig.REDIS_URL, "RAAS_BROKER_URL": rig.REDIS_URL}
-    )
-    get_settings.cache_clear()
-    forget_engines()
     try:
-        upgrade(url)
-        bus.flushdb()
-        postmaster = int((root / "data" / "postmaster.pid").read_text().split()[0])
-        yield rig.Services("postgres", url, rig.REDIS_URL), postmaster
+        with rig.redis_for_run() as redis_url:
+            os.environ.update(
+                {"RAAS_DATABASE_URL": url, "RAAS_REDIS_URL": redis_url, "RAAS_BROKER_URL": redis_url}
+            )
+            get_settings.cache_clear()
+            forget_engines()
+            upgrade(url)
+            postmaster = int((root / "data" / "postmaster.pid").read_text().split()[0])
+            yield rig.Services("postgres", url, redis_url), postmaster
     finally:
-        bus.flushdb()
-        bus.close()
         forget_engines()
         server.stop("immediate")
         shutil.rmtree(root, ignore_errors=True)

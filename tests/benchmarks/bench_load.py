@@ -22,7 +22,7 @@ every event sequence gapless, every budget kept and every reservation released.
 
 Run: ``.venv/bin/python -m tests.benchmarks.bench_load [--projects N] [--iterations N] [--workers N]
 [--concurrency N] [--pool prefork|threads]``. Needs Postgres, Redis, Docker and the sandbox
-image; it makes its own database (dropped at the end) and uses Redis database 13 (flushed).
+image; it makes its own database (dropped at the end) and a Redis server of its own (stopped at the end).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 stack of real ``raas`` processes on them, project submission through the API, Postgres's own
 counters and worker memory.
 
-Nothing is left behind: the database is dropped, the Redis database flushed, every process
-stopped and the data directory removed, also when a benchmark fails half-way.
+Nothing is left behind: the database is dropped, the run's own Redis server stopped, every
+process stopped and the data directory removed, also when a benchmark fails half-way.
 """
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ from orchestrator.cli.client import ApiClient
 from shared.db import forget_engines
 from shared.migrate import upgrade
 from shared.settings import get_settings
+from tests.support.redis_server import private_redis
 from tests.support.stack import Stack
 from workers.sandbox.sweeper import cluster_id
 
 PG_ADMIN_URL = os.environ.get("RAAS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("RAAS_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
+# Unset: each run starts a Redis server of its own (two benchmarks at once then never meet).
+SHARED_REDIS_URL = os.environ.get("RAAS_BENCH_REDIS_URL")
 
 #: A model that answers every request at once and never completes the task: every iteration
 #: is one LLM call, and the project runs until max_iterations.
@@ -61,7 +63,7 @@ PG_COUNTERS = (
 
 @dataclass
 class Services:
-    """A fresh, migrated Postgres database and a flushed Redis database, for one run."""
+    """A fresh, migrated Postgres database and an empty Redis database, for one run."""
 
     dbname: str
     database_url: str
@@ -115,23 +117,39 @@ def _admin(sql: str) -> None:
 
 
 @contextmanager
+def redis_for_run() -> Iterator[str]:
+    """The run's Redis: a server of its own, or ``RAAS_BENCH_REDIS_URL``'s database, flushed at
+    both ends."""
+    if SHARED_REDIS_URL is None:
+        with private_redis() as url:
+            yield url
+        return
+    bus = redis.Redis.from_url(SHARED_REDIS_URL)
+    try:
+        bus.flushdb()
+        yield SHARED_REDIS_URL
+    finally:
+        bus.flushdb()
+        bus.close()
+
+
+@contextmanager
 def services() -> Iterator[Services]:
     dbname = f"raas_bench_{secrets.token_hex(4)}"
     base, _, _ = PG_ADMIN_URL.rpartition("/")
     url = f"{base.replace('postgresql://', 'postgresql+psycopg://', 1)}/{dbname}"
     _admin(f'CREATE DATABASE "{dbname}"')
-    bus = redis.Redis.from_url(REDIS_URL)
-    # For code of the product run in this process too (it reads the settings once).
-    os.environ.update({"RAAS_DATABASE_URL": url, "RAAS_REDIS_URL": REDIS_URL, "RAAS_BROKER_URL": REDIS_URL})
-    get_settings.cache_clear()  # importing the Celery app has read them already
-    forget_engines()
     try:
-        upgrade(url)
-        bus.flushdb()
-        yield Services(dbname, url, REDIS_URL)
+        with redis_for_run() as redis_url:
+            # For code of the product run in this process too (it reads the settings once).
+            os.environ.update(
+                {"RAAS_DATABASE_URL": url, "RAAS_REDIS_URL": redis_url, "RAAS_BROKER_URL": redis_url}
+            )
+            get_settings.cache_clear()  # importing the Celery app has read them already
+            forget_engines()
+            upgrade(url)
+            yield Services(dbname, url, redis_url)
     finally:
-        bus.flushdb()
-        bus.close()
         _admin(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
 
 
