@@ -93,29 +93,27 @@ def commit_all(
     added.
     """
     git(workdir, "add", "-A", gitdir=gitdir)
-    if not allow_empty and not git(workdir, "status", "--porcelain", gitdir=gitdir):
-        return False
     ident = f"{author_name} <{author_email}>"
-    git(
-        workdir,
-        "-c",
-        f"user.name={author_name}",
-        "-c",
-        f"user.email={author_email}",
-        "commit",
-        "-q",
-        "--no-verify",
-        "--allow-empty",
-        f"--author={ident}",
-        "-m",
-        message,
-        gitdir=gitdir,
+    where = (f"--git-dir={gitdir}", f"--work-tree={workdir}") if gitdir is not None else ()
+    # Nothing staged is git commit's exit 1 with "nothing to commit" (messages in C): asking
+    # `git status` first would be one more process per iteration.
+    empty = ["--allow-empty"] if allow_empty else []
+    names = ["-c", f"user.name={author_name}", "-c", f"user.email={author_email}"]
+    options = ["-q", "--no-verify", *empty, f"--author={ident}", "-m", message]
+    proc = subprocess.run(
+        ["git", *_BASE_CONFIG, *where, *names, "commit", *options],
+        cwd=workdir,
+        env={**os.environ, "LC_ALL": "C"},
+        capture_output=True,
+        check=False,
     )
-    return True
-
-
-def head(workdir: Path, gitdir: Path | None = None) -> str:
-    return git(workdir, "rev-parse", "HEAD", gitdir=gitdir)
+    if proc.returncode == 0:
+        return True
+    said = (proc.stdout + proc.stderr).decode(errors="replace")
+    if proc.returncode == 1 and not allow_empty and "nothing to commit" in said:
+        return False
+    msg = f"git commit failed: {said.strip()}"
+    raise GitError(msg)
 
 
 def changed_files(workdir: Path, base: str, new: str) -> list[str]:

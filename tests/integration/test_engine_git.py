@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from shared import events
 from tests.support.engine import engine
-from tests.support.records import agent, iterations, text, tool, workspace_git
+from tests.support.records import agent, event_log, iterations, text, tool, workspace_git
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -114,3 +115,31 @@ def test_build_litter_stays_out_of_an_agents_commit(
         tree = workspace_git(eng, project_id, "ls-tree", "-r", "--name-only", "main").splitlines()
         assert tree == committed
         assert sorted(row.files_changed) == [name for name in committed if name not in files]
+
+
+def test_the_agent_works_in_a_repository_of_its_own_on_main_with_the_projects_history(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    look = {"command": "git status --porcelain -b && echo remotes: $(git remote) && git log --format=%s"}
+    script = {
+        "responses": [
+            tool("write", {"path": "a.txt", "content": "a\n"}),
+            tool("bash", look),
+            text("Wrote a.txt."),
+            tool("bash", look),
+            text("Looked."),
+        ]
+    }
+    with engine(script, tmp_path) as eng:
+        project_id = eng.submit(files={"notes.txt": "keep\n"})
+        eng.run_next(project_id)
+        eng.run_next(project_id)
+
+        outputs = [e.data["output"].splitlines() for e in event_log(project_id, events.TOOL_EXECUTED)]
+        looks = [lines for lines in outputs if lines[:1] == ["exit code 0"]]
+        # On main, no remote to reach the host by, the history the host holds, the agent's
+        # own changes seen against it; the next iteration starts clean from the commit.
+        assert looks == [
+            ["exit code 0", "## main", "?? a.txt", "remotes:", "Initial workspace"],
+            ["exit code 0", "## main", "remotes:", "Iteration 1: test", "Initial workspace"],
+        ]

@@ -8,6 +8,8 @@ what to do differently.
 
 from __future__ import annotations
 
+import copy
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
@@ -64,11 +66,19 @@ def input_schema(args_model: type[BaseModel]) -> dict[str, Any]:
     """The ``input_schema`` the model is shown: generated from the model that validates the input.
 
     Nested models are written in place rather than as ``$ref``s into ``$defs``: one
-    self-contained schema per tool, as the hand-written ones were.
+    self-contained schema per tool, as the hand-written ones were. Generated once per model
+    (every iteration asks for every tool's; generating them was an eighth of a threads worker's
+    Python time), handed out as a copy the caller may change.
     """
+    return copy.deepcopy(_generated_schema(args_model))
+
+
+@functools.cache
+def _generated_schema(args_model: type[BaseModel]) -> dict[str, Any]:
     generated = args_model.model_json_schema(schema_generator=_ToolSchema)
     defs = generated.pop("$defs", {})
-    return _inline(generated, defs)
+    result: dict[str, Any] = _inline(generated, defs)
+    return result
 
 
 def _inline(node: Any, defs: dict[str, Any]) -> Any:
