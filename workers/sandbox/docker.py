@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,25 @@ FILE_OP_TIMEOUT_S = 30.0
 READ_LIMIT_BYTES = 32 * 1024**2
 HELPER_START_TIMEOUT_S = 30.0
 _DEADLINE_MARGIN_S = 5.0
+_api_versions: dict[str, str] = {}  # DOCKER_HOST -> the API version its engine answered
+_api_versions_lock = threading.Lock()
+
+
+def engine_client() -> docker.DockerClient:
+    """A Docker client for this process's engine, its API version asked once per process.
+
+    ``docker.from_env()`` asks the engine for its version (``GET /version``) every time; a
+    sandbox per iteration made that one more request per iteration for an answer that never
+    changes while the process lives.
+    """
+    host = os.environ.get("DOCKER_HOST", "")
+    version = _api_versions.get(host)
+    if version is not None:
+        return docker.from_env(version=version)
+    client = docker.from_env()
+    with _api_versions_lock:
+        _api_versions[host] = client.api.api_version
+    return client
 
 
 class DockerSandbox(Sandbox):
@@ -84,7 +104,7 @@ class DockerSandbox(Sandbox):
         try:
             # A client of its own unless given one: many sandboxes of one process (a threads
             # worker's iterations) then never share a connection pool across threads.
-            client = client or docker.from_env()
+            client = client or engine_client()
         except DockerException as e:
             msg = f"cannot reach the Docker engine: {e}"
             raise SandboxStartError(msg) from e
