@@ -255,19 +255,17 @@ def spawn(claim: Claim, category: str, prompt: str, parallel: bool) -> str:
 
 
 @survives_restarts
-def beat(iteration_id: str, attempt: int) -> bool:
-    """Refresh the heartbeat; False when this attempt no longer owns the iteration."""
+def beat(running: list[tuple[str, int]]) -> None:
+    """Refresh the heartbeats of these ``(iteration_id, attempt)``s, in one statement; an attempt
+    that no longer owns its iteration is left alone."""
+    owned = or_(*(and_(Iteration.id == id_, Iteration.attempt == attempt) for id_, attempt in running))
     with session_scope() as session:
-        result = session.execute(
+        session.execute(
             update(Iteration)
-            .where(
-                Iteration.id == iteration_id,
-                Iteration.attempt == attempt,
-                Iteration.status == IterationStatus.RUNNING,
-            )
+            .where(owned, Iteration.status == IterationStatus.RUNNING)
             .values(heartbeat_at=utcnow())
+            .execution_options(synchronize_session=False)
         )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
 @survives_restarts
