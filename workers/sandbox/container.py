@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from shared.errors import SandboxStartError
 from workers.sandbox.base import SandboxLimits
+from workers.sandbox.channel import helper_command
 
 WORKSPACE = "/workspace"
 SANDBOX_UID = SANDBOX_GID = 1000
@@ -114,7 +115,10 @@ def create(
     try:
         created = client.api.create_container(
             image,
-            command=["sleep", "infinity"],
+            command=helper_command(WORKSPACE),
+            # The helper reads its requests on stdin, through an attached stream; docker-py then
+            # sets StdinOnce: closing that stream closes the helper's stdin and it ends.
+            stdin_open=True,
             name=name,
             user=f"{SANDBOX_UID}:{SANDBOX_GID}",
             working_dir=WORKSPACE,

@@ -23,7 +23,7 @@ from docker.errors import APIError, DockerException, NotFound
 from shared.errors import SandboxError, SandboxStartError, StreamClosed, ToolTimeout
 from workers.sandbox import helper
 from workers.sandbox.base import ExecResult, Sandbox, SandboxLimits
-from workers.sandbox.channel import DeadlineExceeded, HelperClient, b64
+from workers.sandbox.channel import DeadlineExceeded, ExecStream, HelperClient, b64
 from workers.sandbox.container import MANAGED_LABEL, WORKSPACE, SandboxMounts, chown_workspace, create
 from workers.sandbox.fallback import ShellOps
 from workers.sandbox.process import ContainerProcess
@@ -119,8 +119,11 @@ class DockerSandbox(Sandbox):
         sandbox = cls(client, container_id, name, limits, workspace)
         sandbox._owns_client = owns_client
         try:
+            attached = ExecStream.attach(client.api, container_id)  # before the start: see channel
             client.api.start(container_id)
-            sandbox._connect()
+            sandbox._helper = HelperClient.ready(attached, HELPER_START_TIMEOUT_S)
+            if sandbox._helper is None:
+                sandbox._use_shell()
         except Exception as e:
             sandbox.close()
             if isinstance(e, SandboxStartError):
@@ -246,8 +249,11 @@ class DockerSandbox(Sandbox):
         api = self.client.api
         self._helper = HelperClient.start(api, self.container_id, WORKSPACE, HELPER_START_TIMEOUT_S)
         if self._helper is None:
-            log.info("image of sandbox %s has no python3; using one docker exec per call", self.name)
-            self._shell = ShellOps(api, self.container_id, WORKSPACE, FILE_OP_TIMEOUT_S)
+            self._use_shell()
+
+    def _use_shell(self) -> None:
+        log.info("image of sandbox %s has no python3; using one docker exec per call", self.name)
+        self._shell = ShellOps(self.client.api, self.container_id, WORKSPACE, FILE_OP_TIMEOUT_S)
 
     def _call(
         self,
