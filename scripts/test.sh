@@ -11,4 +11,10 @@ echo "== mypy"; "$VENV/bin/mypy"
 echo "== import rules"; "$VENV/bin/lint-imports" --no-cache
 echo "== dead code"; "$VENV/bin/vulture"
 echo "== pytest"
-exec "$VENV/bin/pytest" "$@"
+# Three pytest-xdist workers, a test file each at a time: the tests mostly wait (Docker,
+# subprocess stacks, timeouts), and each worker process has its own Postgres database, Redis
+# server, data directory and labelled containers (tests/conftest.py). RAAS_TEST_WORKERS=0, or
+# -n 0 / -p no:xdist among the arguments, runs them in one process.
+PARALLEL=(-n "${RAAS_TEST_WORKERS:-3}" --dist loadfile)
+case " $* " in *" no:xdist "* | *" -pno:xdist "*) PARALLEL=() ;; esac
+exec "$VENV/bin/pytest" "${PARALLEL[@]}" "$@"

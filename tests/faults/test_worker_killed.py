@@ -81,7 +81,11 @@ def test_a_threads_worker_killed_running_several_iterations_hands_them_all_back_
     # Given one threads worker running three projects' first iterations at once, each followed
     # live; its bash command sleeps long enough for all three to be in it together
     rig = make_rig(
-        ralph_script(3, sleep_s=15), database_url=database_url, workers=1, concurrency=4, pool="threads"
+        ralph_script(3, sleep_s=15, window=1),
+        database_url=database_url,
+        workers=1,
+        concurrency=4,
+        pool="threads",
     )
     submitted_at = time.monotonic()
     projects = [rig.submit() for _ in range(3)]

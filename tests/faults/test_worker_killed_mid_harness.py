@@ -105,13 +105,8 @@ def test_worker_killed_mid_harness_run_leaves_no_container_and_charges_nothing_t
 ) -> None:
     # Given two workers and a project on the harness, followed live
     harness = HARNESSES[name]
-    # The sweep every 2 s, not 30: the killed attempt's container goes soon after it is stale.
-    rig = make_rig(
-        _script(harness),
-        database_url=database_url,
-        workers=0,
-        env={"RAAS_SANDBOX_SWEEP_INTERVAL_S": "2"},
-    )
+    # (RECOVERY_ENV sweeps every 2 s: the killed attempt's container goes soon after it is stale.)
+    rig = make_rig(_script(harness), database_url=database_url, workers=0)
     # Codex's Responses API calls go to the scripted model too (its port is known only now)
     rig.stack.env["OPENAI_API_KEY"] = OPENAI_KEY
     rig.stack.env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{rig.stack.model_port}/v1"

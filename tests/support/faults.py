@@ -53,12 +53,14 @@ from tests.support.stack import RAAS, Stack, free_port, parse_json_lines, wait_h
 
 # Recovery within seconds, in the proportions of the defaults (beat 5 s, stale 30 s): a worker
 # is declared lost after 8 s of silence, the reconcile loop runs every second, a queued message
-# is sent again after 6 s.
+# is sent again after 6 s, and a worker sweeps orphan sandboxes every 2 s (default 30 s: a dead
+# worker's container would otherwise stay up to 30 s after its iteration was re-run).
 RECOVERY_ENV = {
     "RAAS_HEARTBEAT_INTERVAL_S": "0.5",
     "RAAS_HEARTBEAT_STALE_S": "8",
     "RAAS_RECONCILE_INTERVAL_S": "1",
     "RAAS_REQUEUE_AFTER_S": "6",
+    "RAAS_SANDBOX_SWEEP_INTERVAL_S": "2",
 }
 USAGE = {
     "input_tokens": 1000,
@@ -70,7 +72,7 @@ PG_BIN = (
     sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1] if Path("/usr/lib/postgresql").exists() else None
 )
 DOCKER_SOCKET = "/var/run/docker.sock"
-# The worker's sandbox sweep runs every 30 s (workers/sandbox/sweeper.py): an orphan is gone within that.
+# The workers sweep every 2 s here (RECOVERY_ENV): an orphan is gone well within this.
 CONTAINERS_GONE_S = 45.0
 
 
@@ -282,6 +284,7 @@ def ralph_script(
     iterations: int = 5,
     *,
     sleep_s: float = 2.0,
+    window: int = 2,
     latency_s: float = 0.3,
     before: dict[int, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
@@ -289,12 +292,14 @@ def ralph_script(
     task_complete, which answers every request after the script's end too, so a re-run attempt
     (which takes the next steps, not the same ones) still leads to completion.
 
-    ``before[k]``: steps answered before iteration k's first call (injected errors).
+    ``window``: the iteration whose bash sleeps ``sleep_s`` (the one the fault lands in); the
+    others' bash returns at once. ``before[k]``: steps answered before iteration k's first call
+    (injected errors).
     """
     responses: list[dict[str, Any]] = []
     for number in range(1, iterations + 1):
         responses += (before or {}).get(number, [])
-        responses.append(work_step(number, sleep_s, latency_s))
+        responses.append(work_step(number, sleep_s if number == window else 0, latency_s))
         responses.append(end_step(number, number == iterations, latency_s))
     return {"responses": responses, "when_exhausted": "repeat_last"}
 
