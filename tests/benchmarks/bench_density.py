@@ -10,7 +10,8 @@ is waiting, as a real iteration's is. Two set-ups, each on a stack of its own:
 
 For each: the **iteration time at low load** (two projects alone, median ``started_at`` ->
 ``finished_at``); the **raw container rate**: ``docker run --rm --network none IMAGE true`` with
-the set-up's parallelism (its total concurrency), containers started and removed per second;
+the set-up's parallelism (its total concurrency), containers started and removed per second (and
+the CPU each took: the Docker engine's, and the whole machine's with the docker CLI);
 then the **load**: every project started at once, ``--iterations`` iterations each, iterations
 per second from the first start to the last end. The ideal is the lower of concurrency /
 iteration time and the raw container rate (an iteration starts and removes one container).
@@ -100,6 +101,7 @@ class Run:
     setup: Setup
     low_iteration_s: float = 0.0
     raw_containers_per_s: float = 0.0
+    raw_cpu_s: dict[str, float] = field(default_factory=dict)  # per raw container, engine and machine
     load: tuple[float, float, int] = (0.0, 0.0, 0)
     peak_rss_kib: int = 0
     idle_rss_kib: int = 0
@@ -225,7 +227,12 @@ def measure(svc: rig.Services, postmaster: int, setup: Setup, args: argparse.Nam
             # Low load: two projects alone.
             low = rig.create_projects(running, 2, toml, f"{setup.name}-low")
             start_and_wait(svc, running, low, Run(setup), timeout_s=120 + 8 * args.delay * args.iterations)
-            run.raw_containers_per_s = raw_container_rate(setup.slots, max(20, 2 * setup.slots))
+            engine = cpu.Components()
+            engine.named("Docker engine", cpu.DOCKER)
+            raw_before, raw_count = engine.sample(), max(20, 2 * setup.slots)
+            run.raw_containers_per_s = raw_container_rate(setup.slots, raw_count)
+            raw_spent = cpu.spent(raw_before, engine.sample())
+            run.raw_cpu_s = {name: spent / raw_count for name, spent in raw_spent.items()}
             ids = rig.create_projects(running, setup.projects, toml, f"{setup.name}-load")
             timeout_s = 300 + 4 * args.delay * args.iterations * setup.projects / setup.slots
             parts = components(running, setup.workers, postmaster)
@@ -293,7 +300,9 @@ def print_report(args: argparse.Namespace, a: Run, b: Run, table: Table) -> None
         print(
             f"({run.setup.name}) {iterations} iterations in {last - first:.1f} s; iteration at low load "
             f"{run.low_iteration_s:.2f} s -> {slots} slots / iteration {slots / run.low_iteration_s:.2f}/s; "
-            f"raw docker run --rm x{slots} {run.raw_containers_per_s:.2f}/s; peak {run.peak_running} "
+            f"raw docker run --rm x{slots} {run.raw_containers_per_s:.2f}/s (CPU s per container: Docker "
+            f"engine {run.raw_cpu_s.get('Docker engine', 0.0):.3f}, machine "
+            f"{run.raw_cpu_s.get('machine (every process)', 0.0):.3f}); peak {run.peak_running} "
             f"running, {run.peak_connections} database connections; worker RSS idle "
             f"{run.idle_rss_kib / 1024:.0f} MiB, peak {run.peak_rss_kib / 1024:.0f} MiB"
         )
