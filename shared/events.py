@@ -12,7 +12,7 @@ import logging
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from shared.db import session_scope, survives_restarts
@@ -109,7 +109,11 @@ _NEXT_SEQ = (
     .where(Project.id == bindparam("project_id"))
     .values(last_event_seq=Project.last_event_seq + 1)
     .returning(Project.last_event_seq)
+    .execution_options(synchronize_session=False)
 )
+# A plain INSERT, not an ORM object flushed by the unit of work: every event of every iteration
+# passes here, and the row is never read back in the same session.
+_INSERT = insert(Event)
 
 
 def record(
@@ -123,7 +127,7 @@ def record(
     """Write one event (of the payload's type) in ``session``'s transaction; publish it after
     the commit."""
     seq = session.execute(_NEXT_SEQ, {"project_id": project_id}).scalar_one()
-    row = Event(
+    event = EventOut(
         project_id=project_id,
         seq=seq,
         type=payload.TYPE,
@@ -132,9 +136,8 @@ def record(
         iteration_id=iteration_id,
         ts=utcnow(),
     )
-    session.add(row)
-    session.flush()
-    return EventOut.model_validate(row)
+    session.connection().execute(_INSERT, event.model_dump())
+    return event
 
 
 @survives_restarts
