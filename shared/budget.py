@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Connection, Engine, bindparam, exists, insert, literal, select, true, update
 from sqlalchemy.orm import Session
 
-from shared.models import Iteration, LedgerEntry, LedgerKind, Money, Project, utcnow
+from shared.models import Iteration, LedgerEntry, LedgerKind, Money, Project, ProjectStatus, utcnow
 from shared.pricing import ModelPrice
 
 MILLION = Decimal(1_000_000)
@@ -58,6 +58,86 @@ def reserve(session: Session, project_id: str, iteration_id: str | None, amount:
     return True
 
 
+# The gateway's reservation, built once (it is on every harness call's path): ``reserve``'s
+# conditional UPDATE that also requires the project to run, then the iteration's hold and the
+# ledger entry: three statements, or on Postgres one (data-modifying CTEs, each fed by the one
+# before, so the project's row is taken before the iteration's, as a settlement takes them).
+_RESERVE_RUNNING = (
+    update(Project)
+    .where(
+        Project.id == bindparam("b_project_id"),
+        Project.status == ProjectStatus.RUNNING,
+        Project.budget_limit_usd - Project.spent_usd - Project.reserved_usd > BELOW_A_MICRODOLLAR,
+    )
+    .values(reserved_usd=Project.reserved_usd + bindparam("b_amount", type_=Money))
+    .returning(Project.id)
+)
+_HOLD = (
+    update(Iteration)
+    .where(Iteration.id == bindparam("b_iteration_id"))
+    .values(reserved_usd=Iteration.reserved_usd + bindparam("b_amount", type_=Money))
+)
+_STATUS = select(Project.status).where(Project.id == bindparam("project_id"))
+_LEDGER = insert(LedgerEntry)
+_RESERVED = _RESERVE_RUNNING.cte("reserved")
+_HELD_TOO = _HOLD.where(exists(select(_RESERVED.c.id))).returning(Iteration.id).cte("held")
+_RESERVE_AT_ONCE = _LEDGER.from_select(
+    ["project_id", "iteration_id", "kind", "amount_usd", "released_usd", "created_at"],
+    select(
+        _RESERVED.c.id,
+        _HELD_TOO.c.id,
+        literal(LedgerKind.RESERVE, LedgerEntry.__table__.c.kind.type),
+        bindparam("b_amount", type_=Money),
+        literal(Decimal(0), Money),
+        bindparam("b_now", type_=LedgerEntry.__table__.c.created_at.type),
+    ).select_from(_RESERVED.join(_HELD_TOO, true())),  # one row each, or none
+).returning(LedgerEntry.id)
+
+
+def in_one_statement(bind: Connection | Engine) -> bool:
+    """Whether :func:`reserve_if_running` is one statement there (so, in autocommit, its own
+    transaction: one round trip). SQLite has no data-modifying CTEs, nor round trips."""
+    return bind.dialect.name == "postgresql"
+
+
+def reserve_if_running(
+    connection: Connection, project_id: str, iteration_id: str, amount: Decimal
+) -> bool | None:
+    """``reserve`` while the project runs: the check and the reservation in one conditional
+    UPDATE. None (nothing written) when the project no longer runs, False when no budget remains.
+    """
+    if in_one_statement(connection):
+        # b_ names: a bind named as a column (project_id) would be SET by the iterations' UPDATE.
+        params = {
+            "b_project_id": project_id,
+            "b_iteration_id": iteration_id,
+            "b_amount": amount,
+            "b_now": utcnow(),
+        }
+        admitted = connection.execute(_RESERVE_AT_ONCE, params).first() is not None
+    else:
+        admitted = _reserve_step_by_step(connection, project_id, iteration_id, amount)
+    if not admitted:
+        return False if running(connection, project_id) else None
+    return True
+
+
+def _reserve_step_by_step(
+    connection: Connection, project_id: str, iteration_id: str, amount: Decimal
+) -> bool:
+    if connection.execute(_RESERVE_RUNNING, {"b_project_id": project_id, "b_amount": amount}).first() is None:
+        return False
+    connection.execute(_HOLD, {"b_iteration_id": iteration_id, "b_amount": amount})
+    ledger = {"project_id": project_id, "iteration_id": iteration_id, "kind": LedgerKind.RESERVE}
+    connection.execute(_LEDGER, {**ledger, "amount_usd": amount, "created_at": utcnow()})
+    return True
+
+
+def running(connection: Connection, project_id: str) -> bool:
+    """Whether the project runs (its calls may reserve)."""
+    return connection.scalar(_STATUS, {"project_id": project_id}) == ProjectStatus.RUNNING
+
+
 def admit(session: Session, project: Project, iteration: Iteration, amount: Decimal) -> bool:
     """``reserve`` for the coordinator, which holds the project's row locked (FOR UPDATE) while
     it decides: the same rule, checked on the locked row, so the reservation is written with the
@@ -95,7 +175,11 @@ class Settlement:
 # Built once: settling is on the path between two iterations, where building a statement
 # costs about as much as running it.
 _HELD = select(Iteration.reserved_usd).where(Iteration.id == bindparam("iteration_id"))
-_RELEASE = update(Iteration).where(Iteration.id == bindparam("iteration_id")).values(reserved_usd=Decimal(0))
+_RELEASE = (
+    update(Iteration)
+    .where(Iteration.id == bindparam("iteration_id"))
+    .values(reserved_usd=Iteration.reserved_usd - bindparam("released", type_=Money))
+)
 _CHARGE = (
     update(Project)
     .where(Project.id == bindparam("project_id"))
@@ -108,42 +192,54 @@ _CHARGE = (
 
 
 def settle(
-    session: Session, project_id: str, iteration_id: str, actual: Decimal, threshold: float
+    session: Session,
+    project_id: str,
+    iteration_id: str,
+    actual: Decimal,
+    threshold: float,
+    held: Decimal | None = None,
 ) -> Settlement:
-    """Charge ``actual`` and release everything the iteration still holds in reservation."""
-    spent, limit, warned = _charge_and_release(session, project_id, iteration_id, actual)
+    """Charge ``actual`` and release everything the iteration still holds in reservation, or
+    only ``held`` of it (the call's own reservation, while later calls hold theirs)."""
+    spent, limit, warned = _charge_and_release(session, project_id, iteration_id, actual, held)
     warn = not warned and limit > 0 and spent >= limit * Decimal(str(threshold))
     if warn:
         session.execute(update(Project).where(Project.id == project_id).values(budget_warned=True))
     return Settlement(spent_usd=spent, limit_usd=limit, warn=warn)
 
 
-def release(session: Session, project_id: str, iteration_id: str) -> None:
+def release(session: Session, project_id: str, iteration_id: str, held: Decimal | None = None) -> None:
     """Give back everything the iteration holds in reservation and charge nothing: for a call
     that failed (its usage is unknown) or an iteration that ends without its worker.
 
     A settlement of zero in the ledger; unlike ``settle`` it never decides the warning, which
-    only a charge can make true.
+    only a charge can make true. ``held``: only that much of it, as in ``settle``.
     """
-    _charge_and_release(session, project_id, iteration_id, Decimal(0))
+    _charge_and_release(session, project_id, iteration_id, Decimal(0), held)
 
 
 def _charge_and_release(
-    session: Session, project_id: str, iteration_id: str, actual: Decimal
+    session: Session, project_id: str, iteration_id: str, actual: Decimal, held: Decimal | None
 ) -> tuple[Decimal, Decimal, bool]:
-    """Charge ``actual``, release what the iteration held; the project's spent, limit, warned."""
-    held = session.scalar(_HELD, {"iteration_id": iteration_id}) or Decimal(0)
-    session.execute(_RELEASE, {"iteration_id": iteration_id})
-    row = session.execute(_CHARGE, {"project_id": project_id, "actual": actual, "held": held}).one()
-    session.add(
-        LedgerEntry(
-            project_id=project_id,
-            iteration_id=iteration_id,
-            kind=LedgerKind.SETTLE,
-            amount_usd=actual,
-            released_usd=held,
-            created_at=utcnow(),
-        )
+    """Charge ``actual``, release what the iteration held (at most ``held``); the project's
+    spent, limit, warned."""
+    holding = session.scalar(_HELD, {"iteration_id": iteration_id}) or Decimal(0)
+    # Never more than the iteration holds: what ended it (the sweeper) may have released it all.
+    released = holding if held is None else min(held, holding)
+    # The project's row first, then the iteration's, as a reservation takes them: a call's
+    # settlement and the next call's reservation may run at once (the gateway).
+    row = session.execute(_CHARGE, {"project_id": project_id, "actual": actual, "held": released}).one()
+    session.execute(_RELEASE, {"iteration_id": iteration_id, "released": released})
+    session.execute(
+        _LEDGER,
+        {
+            "project_id": project_id,
+            "iteration_id": iteration_id,
+            "kind": LedgerKind.SETTLE,
+            "amount_usd": actual,
+            "released_usd": released,
+            "created_at": utcnow(),
+        },
     )
     return row[0], row[1], row[2]
 

@@ -11,15 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal, TypeVar
 
-from sqlalchemy import and_, bindparam, delete, func, or_, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from shared import budget, events, mailbox, memory
 from shared.budget import Settlement
 from shared.categories import Role
-from shared.db import session_scope, survives_restarts
+from shared.db import get_engine, session_scope, survives_restarts
 from shared.event_payloads import IterationComplete, IterationError, IterationStarted
 from shared.iterations import fail_iteration
 from shared.models import (
@@ -29,6 +29,7 @@ from shared.models import (
     Iteration,
     IterationStatus,
     Message,
+    Money,
     Project,
     ProjectStatus,
     Task,
@@ -290,6 +291,9 @@ def store_message(
         return _store(session, claim, seq, role, content, model, usage, stop_reason, duration_s)
 
 
+_MESSAGES = insert(Message)
+
+
 @survives_restarts
 def store_call(
     claim: Claim,
@@ -299,15 +303,58 @@ def store_call(
     *,
     model: str,
     usage: Usage,
+    held: Decimal,
     stop_reason: str | None = None,
     duration_s: float | None = None,
-) -> Settlement | None:
-    """Store one model call, what was sent (``seq``) and its answer (``seq + 1``), price it and
-    settle its reservation: :func:`store_message` twice, in one transaction (the gateway's
-    every call; the rows are written together or not at all)."""
+) -> Settlement:
+    """Store one gateway call, what was sent (``seq``) and its answer (``seq + 1``), price it and
+    settle its reservation (``held``, what :func:`reserve_if_running` said the call holds): the
+    rows of :func:`store_message` twice, in one transaction (written together or not at all)."""
+    price = find_price(model, claim.config.pricing)
+    cost = cost_usd(usage, price) if price is not None else Decimal(0)
+    now = utcnow()
+    rows = [
+        _message_row(claim, seq, "user", request, None, Usage(), None, Decimal(0), None, now),
+        _message_row(claim, seq + 1, "assistant", answer, model, usage, stop_reason, cost, duration_s, now),
+    ]
     with session_scope() as session:
-        _store(session, claim, seq, "user", request, None, None, None, None)
-        return _store(session, claim, seq + 1, "assistant", answer, model, usage, stop_reason, duration_s)
+        session.execute(_MESSAGES, rows)
+        # The project's row before the iteration's, as the next call's reservation (which may run
+        # meanwhile) takes them: the other order could deadlock with it.
+        settlement = budget.settle(
+            session, claim.project_id, claim.iteration_id, cost, claim.config.budget.warning_threshold, held
+        )
+        _add_totals(session, claim, usage, cost)
+        return settlement
+
+
+def _message_row(
+    claim: Claim,
+    seq: int,
+    role: str,
+    content: list[Any],
+    model: str | None,
+    usage: Usage,
+    stop_reason: str | None,
+    cost: Decimal,
+    duration_s: float | None,
+    now: datetime,
+) -> dict[str, Any]:
+    return {
+        "project_id": claim.project_id,
+        "agent_id": claim.agent_id,
+        "iteration_id": claim.iteration_id,
+        "attempt": claim.attempt,
+        "seq": seq,
+        "role": role,
+        "content": content,
+        "model": model,
+        "stop_reason": stop_reason,
+        **usage.model_dump(),  # the columns are named as Usage's fields
+        "cost_usd": cost,
+        "duration_s": duration_s,
+        "created_at": now,
+    }
 
 
 def _store(
@@ -375,17 +422,31 @@ def reserve_call_waiting(
 
 
 def reserve_if_running(
-    claim: Claim, amount: Decimal, *, wait_s: float = BUDGET_WAIT_S, poll_s: float = BUDGET_POLL_S
-) -> bool | None:
-    """:func:`project_running`, then :func:`reserve_call_waiting`, in one transaction while the
-    budget answers at once (the gateway's every call): None when the project no longer runs,
-    else whether the call's worst case is reserved."""
-    return _waiting_for_budget(claim, lambda: _reserve_if_running(claim, amount), wait_s, poll_s)
+    claim: Claim,
+    amount: Decimal,
+    *,
+    take_over: bool,
+    wait_s: float = BUDGET_WAIT_S,
+    poll_s: float = BUDGET_POLL_S,
+) -> Decimal | Literal[False] | None:
+    """Reserve a gateway call's worst case if the project runs, waiting as
+    :func:`reserve_call_waiting` does: what the call then holds (its own to settle or release,
+    while later calls of the lease hold theirs), False when the budget is spent, None when the
+    project no longer runs.
+
+    ``take_over``: the lease's first call also takes what the iteration already holds (the
+    coordinator's reservation, or what a dead attempt left) and reserves only what is missing;
+    a later call reserves its own worst case in full.
+    """
+    return _waiting_for_budget(claim, lambda: _reserve_if_running(claim, amount, take_over), wait_s, poll_s)
+
+
+R = TypeVar("R")
 
 
 def _waiting_for_budget(
-    claim: Claim, reserve: Callable[[], bool | None], wait_s: float, poll_s: float
-) -> bool | None:
+    claim: Claim, reserve: Callable[[], R | Literal[False]], wait_s: float, poll_s: float
+) -> R | Literal[False]:
     """``reserve`` until it answers anything but False, while other calls hold budget that may
     come back and ``wait_s`` has not passed; False: the budget is spent."""
     deadline = time.monotonic() + wait_s
@@ -398,13 +459,27 @@ def _waiting_for_budget(
         time.sleep(poll_s)
 
 
+_HELD = select(Iteration.reserved_usd).where(Iteration.id == bindparam("iteration_id"))
+
+
 @survives_restarts
-def _reserve_if_running(claim: Claim, amount: Decimal) -> bool | None:
+def _reserve_if_running(claim: Claim, amount: Decimal, take_over: bool) -> Decimal | Literal[False] | None:
+    engine = get_engine()
+    if not take_over and budget.in_one_statement(engine):
+        # One statement in autocommit is its own transaction: one round trip, no BEGIN or COMMIT.
+        with engine.connect() as connection:
+            autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")
+            reserved = budget.reserve_if_running(autocommit, claim.project_id, claim.iteration_id, amount)
+        return amount if reserved else reserved
     with session_scope() as session:
-        status = session.scalar(select(Project.status).where(Project.id == claim.project_id))
-        if status != ProjectStatus.RUNNING:
-            return None
-        return budget.top_up(session, claim.project_id, claim.iteration_id, amount)
+        connection = session.connection()
+        held = Decimal(0)
+        if take_over:
+            held = connection.scalar(_HELD, {"iteration_id": claim.iteration_id}) or Decimal(0)
+            if held >= amount:  # it holds enough already: nothing to write
+                return held if budget.running(connection, claim.project_id) else None
+        reserved = budget.reserve_if_running(connection, claim.project_id, claim.iteration_id, amount - held)
+        return amount if reserved else reserved
 
 
 @survives_restarts
@@ -429,19 +504,34 @@ def release(claim: Claim) -> None:
         budget.release(session, claim.project_id, claim.iteration_id)
 
 
+@survives_restarts
+def release_call(claim: Claim, held: Decimal) -> None:
+    """Give back what one gateway call holds (``held``), charging nothing: it failed."""
+    with session_scope() as session:
+        budget.release(session, claim.project_id, claim.iteration_id, held)
+
+
+_AGENT_TOTALS = (
+    update(Agent)
+    .where(Agent.id == bindparam("b_agent_id"))
+    .values(
+        input_tokens=Agent.input_tokens + bindparam("b_input_tokens"),
+        output_tokens=Agent.output_tokens + bindparam("b_output_tokens"),
+        cost_usd=Agent.cost_usd + bindparam("b_cost", type_=Money),
+    )
+)
+_ITERATION_COST = (
+    update(Iteration)
+    .where(Iteration.id == bindparam("b_iteration_id"))
+    .values(cost_usd=Iteration.cost_usd + bindparam("b_cost", type_=Money))
+)
+
+
 def _add_totals(session: Session, claim: Claim, usage: Usage, cost: Decimal) -> None:
-    session.execute(
-        update(Agent)
-        .where(Agent.id == claim.agent_id)
-        .values(
-            input_tokens=Agent.input_tokens + usage.input_tokens,
-            output_tokens=Agent.output_tokens + usage.output_tokens,
-            cost_usd=Agent.cost_usd + cost,
-        )
-    )
-    session.execute(
-        update(Iteration).where(Iteration.id == claim.iteration_id).values(cost_usd=Iteration.cost_usd + cost)
-    )
+    # b_ names: a bind named as a column would be SET as well.
+    totals = {"b_input_tokens": usage.input_tokens, "b_output_tokens": usage.output_tokens, "b_cost": cost}
+    session.execute(_AGENT_TOTALS, {"b_agent_id": claim.agent_id, **totals})
+    session.execute(_ITERATION_COST, {"b_iteration_id": claim.iteration_id, "b_cost": cost})
 
 
 @dataclass

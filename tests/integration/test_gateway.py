@@ -330,3 +330,27 @@ def test_the_relay_carries_a_stream_from_loopback_to_the_socket(eng: Engine, gat
     assert response.status_code == 200
     assert streamed == (STREAMS / "basic_response.txt").read_bytes()
     assert project(project_id).spent_usd == Decimal("0.000123")
+
+
+def test_the_next_call_is_not_refused_for_what_the_last_one_only_reserved(
+    eng: Engine, gateway: Gateway
+) -> None:
+    # Given a budget smaller than one call's worst case, and calls that cost almost nothing
+    toml = "max_tokens = 1000\n[budget]\nlimit_usd = 0.01\n"
+    cheap = text("cheap", usage={"input_tokens": 10, "output_tokens": 5})
+    with lease_for(eng, gateway, toml, {"responses": [cheap], "when_exhausted": "repeat_last"}) as (
+        project_id,
+        lease,
+        _,
+    ):
+        # When the harness calls again at once, the first call's record maybe not yet written
+        answers = [call(lease, project_id) for _ in range(3)]
+        stats = lease.stats()
+
+    # Then each call goes: what the last one held but did not spend came back before the refusal
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    assert not stats.budget_exhausted
+    assert stats.calls == 3
+    assert [row.role for row in messages(project_id)] == ["user", "assistant"] * 3
+    assert project(project_id).spent_usd == 3 * Decimal("0.000105")
+    assert project(project_id).reserved_usd == 0

@@ -3,8 +3,9 @@ container, that swaps a revocable token for the real key and is the one gate eve
 call goes through (reservation, rate limits, metering from the stream, recording) — DESIGN.md rule 9.
 
 ``server`` holds the sockets and the relay, ``gate`` the budget, rate limits and ledger of each
-call, ``metering`` what a call used, read from its answer; ``relay.py`` is a stdlib script run
-inside a container (loopback TCP to the socket) for harnesses that cannot speak to a unix socket.
+call, ``recorder`` its ledger writes after the answer, ``metering`` what a call used, read from
+its answer; ``relay.py`` is a stdlib script run inside a container (loopback TCP to the socket)
+for harnesses that cannot speak to a unix socket.
 
 May import ``workers.records``, ``workers.llm`` and ``shared``.
 """

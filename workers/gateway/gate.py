@@ -5,18 +5,27 @@ limits admit it (:class:`workers.llm.ratelimit.RateLimiter`), and its answer is 
 priced once (:func:`workers.records.store_call`, which settles the reservation) — or, when it
 failed, the reservation is released and nothing is charged.
 
-Everything here blocks (database, Redis, waiting for room): the server runs it off its event loop.
+Each call holds its own reservation (the lease's first also takes over what the iteration held)
+and gives back exactly that: the record and settlement run after the answer's last byte
+(:mod:`workers.gateway.recorder`), and the lease's next call may reserve meanwhile. What could
+refuse a call on account of a record not yet written (the budget, the turn cap) waits for it
+and asks again.
+
+``admit`` blocks (database, Redis, waiting for room): the server runs it off its event loop;
+``settle`` and ``fail`` only hand their writes on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from shared import budget
 from shared.errors import CallExceedsRateLimit, RateLimitWaitTooLong
@@ -25,7 +34,8 @@ from shared.events import EventData
 from shared.pricing import cost_usd, find_price
 from shared.usage import Usage
 from workers import records
-from workers.gateway.metering import Api, Metered
+from workers.gateway.metering import Api, Meter
+from workers.gateway.recorder import Recorder
 from workers.llm.ratelimit import Admission, ProjectLimits, RateLimiter
 from workers.llm.tokens import estimate_tokens
 from workers.records import Claim
@@ -70,6 +80,8 @@ class Ticket:
     model: str
     request: list[Any]
     admission: Admission | None
+    held: Decimal  # what the call holds in the ledger: its settlement or release gives back this
+    ended: bool = False  # settled or failed: the first of the two counts, once
 
 
 class Gate:
@@ -82,6 +94,9 @@ class Gate:
         limiter: RateLimiter | None,
         max_tokens: int,
         max_turns: int | None = None,
+        *,
+        pool: Executor,
+        loop: asyncio.AbstractEventLoop,
     ) -> None:
         self.claim = claim
         self.emit = emit
@@ -98,13 +113,23 @@ class Gate:
         self._stats = GatewayStats()
         self._lock = threading.Lock()
         self._seq = 0
+        # Whether a call has taken over what the iteration held when the lease opened.
+        self._took_over = False
+        # What an answered call writes to the ledger, written after its answer (in ``pool``).
+        self._recorder = Recorder(pool, loop, self._unrecorded)
         # The tool calls of the last answer, (name, arguments, id), and the ids an MCP call took.
         self._tool_calls: list[tuple[str, Any, str]] = []
         self._taken: set[str] = set()
 
     def stats(self) -> GatewayStats:
+        """What the lease's calls came to, once every answered call is recorded (not on the
+        gateway's event loop: it may wait for the database)."""
+        self.wait_written()
         with self._lock:
             return self._stats
+
+    def _unrecorded(self, exc: Exception) -> None:
+        self.note(last_error=f"a call could not be recorded: {exc}")
 
     def note(self, **changes: Any) -> None:
         with self._lock:
@@ -126,8 +151,11 @@ class Gate:
             raise
 
     def _admit_call(self, api: Api, body: dict[str, Any]) -> Ticket:
-        with self._lock:
-            capped = self.max_turns is not None and self._turns >= self.max_turns
+        capped = self._capped()
+        if capped and self._recorder.busy():
+            # An answer not yet read counts as a turn until read: it may turn out to be none.
+            self._recorder.wait()
+            capped = self._capped()
         if capped:
             self.note(max_turns_reached=True, last_error=f"the turn cap ({self.max_turns}) is reached")
             # The iteration ends without completion and the loop goes on (workers.harness.ending).
@@ -140,22 +168,37 @@ class Gate:
             raise Refused(400, "invalid_request_error", msg)
         size = estimate_tokens(body)
         max_out = _max_output(api, body) or self.default_max_tokens
-        # Whether the project runs and the reservation: one transaction (a call's every check costs).
-        reserved = records.reserve_if_running(self.claim, budget.call_estimate_usd(price, size, max_out))
-        if reserved is None:
+        held = self._reserve(budget.call_estimate_usd(price, size, max_out))
+        if held is None:
             self.note(project_stopped=True, last_error="the project is no longer running")
             raise Refused(
                 400, "invalid_request_error", "the project is no longer running (paused or stopped)"
             )
-        if not reserved:
+        if held is False:
             self.note(budget_exhausted=True, last_error=records.BUDGET_SPENT)
             raise final_refusal(api, records.BUDGET_SPENT)
+        self._took_over = True
         try:
             admission = self._admit(size, max_out)
         except Refused:
-            records.release(self.claim)
+            records.release_call(self.claim, held)
             raise
-        return Ticket(api=api, model=str(model), request=_request_content(api, body), admission=admission)
+        request = _request_content(api, body)
+        return Ticket(api=api, model=str(model), request=request, admission=admission, held=held)
+
+    def _capped(self) -> bool:
+        with self._lock:
+            return self.max_turns is not None and self._turns >= self.max_turns
+
+    def _reserve(self, amount: Decimal) -> Decimal | Literal[False] | None:
+        # Whether the project runs and the reservation: one transaction (a call's every check costs).
+        held = records.reserve_if_running(self.claim, amount, take_over=not self._took_over)
+        if held is False and self._recorder.busy():
+            # The lease's answered calls hold their worst case until written; what they did not
+            # spend comes back then.
+            self._recorder.wait()
+            held = records.reserve_if_running(self.claim, amount, take_over=not self._took_over)
+        return held
 
     def _admit(self, size: int, max_out: int) -> Admission | None:
         if self.limiter is None:
@@ -173,40 +216,36 @@ class Gate:
         except RateLimitWaitTooLong as exc:
             raise Refused(429, "rate_limit_error", str(exc)) from exc
 
-    def settle(self, ticket: Ticket, metered: Metered, duration_s: float) -> None:
-        """Record the call (what was sent, what came back) and charge its usage, once; a call
-        whose answer cannot be charged (an error, no usage) releases its reservation instead."""
+    def settle(self, ticket: Ticket, meter: Meter, duration_s: float) -> None:
+        """The call's answer has been relayed: count it as a turn now, provisionally, and read
+        it and write it in the background (:class:`~workers.gateway.recorder.Recorder`): the
+        call recorded (what was sent, what came back) and its usage charged, once; or, an answer
+        that cannot be charged (an error, no usage), its reservation released and the turn
+        uncounted. Until then its reservation keeps its worst case in the ledger."""
+        if not self._end(ticket):
+            return
+        with self._lock:
+            self._turns += 1
+        self._recorder.later(self._record, ticket, meter, duration_s)
+
+    def _record(self, ticket: Ticket, meter: Meter, duration_s: float) -> None:
+        metered = meter.result()
         usage = metered.usage
-        if ticket.admission is not None:
-            counted = usage or Usage()
-            ticket.admission.adjust(
-                counted.input_tokens + counted.cache_creation_input_tokens, counted.output_tokens
-            )
         if usage is None:
-            records.release(self.claim)
+            with self._lock:
+                self._turns -= 1
             self.note(last_error=metered.error)
+            self._give_back(ticket, Usage())
             return
         pricing = self.claim.config.pricing
         # Priced by the model that answered; by the one asked for if that has no price (never free).
         model = metered.model if metered.model and find_price(metered.model, pricing) else ticket.model
-        with self._lock:
-            seq, self._seq = self._seq, self._seq + 2
-        settlement = records.store_call(
-            self.claim,
-            seq,
-            ticket.request,
-            metered.content,
-            model=model,
-            usage=usage,
-            stop_reason=metered.stop_reason,
-            duration_s=duration_s,
-        )
         price = find_price(model, pricing)
         cost = cost_usd(usage, price) if price is not None else Decimal(0)
         with self._lock:
+            seq, self._seq = self._seq, self._seq + 2
             self._tool_calls = _tool_calls(metered.content)
             s = self._stats
-            self._turns += 1
             self._stats = replace(
                 s,
                 calls=s.calls + 1,
@@ -214,13 +253,31 @@ class Gate:
                 cost_usd=s.cost_usd + cost,
                 last_error=metered.error,
             )
-        if settlement is not None and settlement.warn:
+        _adjust(ticket, usage)
+        settlement = records.store_call(
+            self.claim,
+            seq,
+            ticket.request,
+            metered.content,
+            model=model,
+            usage=usage,
+            held=ticket.held,
+            stop_reason=metered.stop_reason,
+            duration_s=duration_s,
+        )
+        if settlement.warn:
             self.emit(BudgetWarning(spent_usd=settlement.spent_usd, limit_usd=settlement.limit_usd))
+
+    def _give_back(self, ticket: Ticket, usage: Usage) -> None:
+        _adjust(ticket, usage)
+        records.release_call(self.claim, ticket.held)
 
     def tool_use_id(self, tool: str, args: Any) -> str | None:
         """The id the model gave the call of ``tool`` with ``args`` in its last answer (once each),
         for an MCP call that does not carry it: the key that makes its write idempotent. A CLI
-        names our tools its own way (``mcp__raas__memory_write``, ``raas_memory_write``)."""
+        names our tools its own way (``mcp__raas__memory_write``, ``raas_memory_write``).
+        Blocks while that answer is not yet read (not on the event loop)."""
+        self._recorder.wait()
         with self._lock:
             for name, given, use_id in self._tool_calls:
                 named = name == tool or name.endswith(f"_{tool}")
@@ -229,12 +286,31 @@ class Gate:
                     return use_id
         return None
 
-    def fail(self, ticket: Ticket, error: str, *, auth: bool = False) -> None:
-        """The call failed upstream (its usage unknown): release it, charge nothing."""
-        if ticket.admission is not None:
-            ticket.admission.adjust(0, 0)
-        records.release(self.claim)
+    def fail(self, ticket: Ticket, error: str, *, auth: bool = False) -> Future[None]:
+        """The call failed upstream (its usage unknown): release it, charge nothing; done when
+        the returned future is (at once for a ticket already settled)."""
+        if not self._end(ticket):
+            done: Future[None] = Future()
+            done.set_result(None)
+            return done
         self.note(last_error=error, **({"auth_failed": True} if auth else {}))
+        return self._recorder.now(self._give_back, ticket, Usage())
+
+    def _end(self, ticket: Ticket) -> bool:
+        """Mark ``ticket`` ended; False if it already was."""
+        with self._lock:
+            ended, ticket.ended = ticket.ended, True
+        return not ended
+
+    def answer_begun(self) -> None:
+        """A call's answer has begun: while the harness waits on the model, the lease's earlier
+        calls are written (their settlements take the project's row, which the call's
+        reservation needed first)."""
+        self._recorder.go()
+
+    def wait_written(self) -> None:
+        """Wait until every call answered so far is recorded and settled (or released)."""
+        self._recorder.wait()
 
 
 def final_refusal(api: Api, message: str) -> Refused:
@@ -266,6 +342,12 @@ def _tool_calls(content: list[dict[str, Any]]) -> list[tuple[str, Any, str]]:
         if isinstance(name, str) and isinstance(use_id, str):
             calls.append((name, args, use_id))
     return calls
+
+
+def _adjust(ticket: Ticket, usage: Usage) -> None:
+    """Replace the call's rate-limit estimate with what it used."""
+    if ticket.admission is not None:
+        ticket.admission.adjust(usage.input_tokens + usage.cache_creation_input_tokens, usage.output_tokens)
 
 
 def _max_output(api: Api, body: dict[str, Any]) -> int:

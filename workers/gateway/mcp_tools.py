@@ -79,10 +79,12 @@ def _tool_use_id(gate: Gate, ctx: ServerRequestContext[Any, Any], name: str, arg
     return f"mcp-{gate.claim.attempt}-{ctx.request_id}"
 
 
-def _call(gate: Gate, publish: Publish | None, name: str, args: Any, use_id: str) -> tuple[str, bool]:
+def _call(
+    gate: Gate, publish: Publish | None, ctx: ServerRequestContext[Any, Any], name: str, args: Any
+) -> tuple[str, bool]:
     """Run the tool in its transaction and publish its event after the commit (blocking)."""
     claim = gate.claim
-    call = ToolCall(claim.project_id, claim.agent_id, claim.iteration_id, use_id)
+    call = ToolCall(claim.project_id, claim.agent_id, claim.iteration_id, _tool_use_id(gate, ctx, name, args))
     outcome = answer(Caller(call, claim.memory_bank, claim.config.memory), name, args)
     if outcome.event is not None and publish is not None:
         publish(outcome.event)
@@ -118,10 +120,10 @@ def build_server(blocking: Executor, publish: Publish | None) -> Server[Any]:
         elif name not in COORDINATION_TOOLS:
             text, failed = f"unknown tool {name!r}; known: {', '.join(COORDINATION_TOOLS)}", True
         else:
-            use_id = _tool_use_id(gate, ctx, name, args)
-            # The database blocks: the gateway's pool of blocking threads, as its model calls.
+            # The database blocks (and the key may wait for the last answer to be read): the
+            # gateway's pool of blocking threads, as its model calls.
             loop = asyncio.get_running_loop()
-            text, failed = await loop.run_in_executor(blocking, _call, gate, publish, name, args, use_id)
+            text, failed = await loop.run_in_executor(blocking, _call, gate, publish, ctx, name, args)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=failed)
 
     return Server(

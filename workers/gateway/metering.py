@@ -8,12 +8,14 @@ there: Anthropic's SSE from ``message_start.message.usage`` updated by ``message
 the api harness uses), the Responses API's from ``response.completed.response.usage`` (whose
 ``input_tokens`` include the cached ones), and a plain JSON answer from its ``usage``.
 
-A :class:`Meter` is fed the body chunk by chunk, exactly as relayed, and never changes it.
+A :class:`Meter` is fed the body chunk by chunk, exactly as relayed, and never changes it; it
+reads the body once the last byte has gone to the harness, so relaying a chunk costs no parsing.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -51,8 +53,7 @@ class Meter:
     def __init__(self, api: Api, *, streamed: bool) -> None:
         self.api = api
         self.streamed = streamed
-        self._pending = b""
-        self._whole: list[bytes] = []
+        self._chunks: list[bytes] = []
         self._assembler = StreamAssembler(lambda text: None)
         self._started = False
         self._stopped = False
@@ -60,18 +61,8 @@ class Meter:
         self._error: str | None = None
 
     def feed(self, chunk: bytes) -> None:
-        if not self.streamed:
-            self._whole.append(chunk)
-            return
-        self._pending += chunk
-        while True:
-            end, size = _event_end(self._pending)
-            if end < 0:
-                return
-            block, self._pending = self._pending[:end], self._pending[end + size :]
-            event = _data_of(block)
-            if event is not None:
-                self._event(event)
+        """Keep ``chunk``: the body is read once it has all been relayed, never in between."""
+        self._chunks.append(chunk)
 
     def _event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -87,9 +78,13 @@ class Meter:
             self._assembler.feed(event)
 
     def result(self) -> Metered:
-        """What the call used; ``usage`` None when the answer was not whole or was an error."""
+        """What the call used; ``usage`` None when the answer was not whole or was an error.
+        Read once, when the whole body has been fed."""
+        body = b"".join(self._chunks)
         if not self.streamed:
-            return self._whole_result()
+            return _whole_result(self.api, body)
+        for event in _events(body):
+            self._event(event)
         if self._error is not None:
             return Metered(usage=None, error=self._error)
         if self.api is Api.RESPONSES:
@@ -108,23 +103,24 @@ class Meter:
             metered.error = "the stream ended without a stop reason"
         return metered
 
-    def _whole_result(self) -> Metered:
-        try:
-            body = json.loads(b"".join(self._whole))
-        except ValueError:
-            return Metered(usage=None, error="the answer is not JSON")
-        if not isinstance(body, dict):
-            return Metered(usage=None, error="the answer is not a JSON object")
-        if self.api is Api.RESPONSES:
-            return _response_result(body)
-        if not isinstance(body.get("usage"), dict):
-            return Metered(usage=None, error="the answer has no usage")
-        return Metered(
-            usage=_usage(body["usage"]),
-            content=[b for b in body.get("content") or [] if isinstance(b, dict)],
-            model=body.get("model"),
-            stop_reason=body.get("stop_reason"),
-        )
+
+def _whole_result(api: Api, data: bytes) -> Metered:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return Metered(usage=None, error="the answer is not JSON")
+    if not isinstance(body, dict):
+        return Metered(usage=None, error="the answer is not a JSON object")
+    if api is Api.RESPONSES:
+        return _response_result(body)
+    if not isinstance(body.get("usage"), dict):
+        return Metered(usage=None, error="the answer has no usage")
+    return Metered(
+        usage=_usage(body["usage"]),
+        content=[b for b in body.get("content") or [] if isinstance(b, dict)],
+        model=body.get("model"),
+        stop_reason=body.get("stop_reason"),
+    )
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
@@ -151,20 +147,18 @@ def _response_result(response: dict[str, Any] | None) -> Metered:
     )
 
 
-def _event_end(buffer: bytes) -> tuple[int, int]:
-    """Where the first SSE event of ``buffer`` ends and how long its separator is (-1: not yet)."""
-    ends = [(buffer.find(sep), len(sep)) for sep in (b"\n\n", b"\r\n\r\n", b"\r\r")]
-    found = [(end, size) for end, size in ends if end >= 0]
-    return min(found) if found else (-1, 0)
-
-
-def _data_of(block: bytes) -> dict[str, Any] | None:
-    lines = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-    data = b"\n".join(line[5:].removeprefix(b" ") for line in lines if line.startswith(b"data:"))
-    if not data:
-        return None
-    try:
-        event = json.loads(data)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) else None
+def _events(body: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON data of each whole SSE event of ``body`` (what follows its last blank line is an
+    event cut off). Lines end in CRLF, LF or CR alike."""
+    blocks = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n\n")
+    for block in blocks[:-1]:
+        lines = block.split(b"\n")
+        data = b"\n".join(line[5:].removeprefix(b" ") for line in lines if line.startswith(b"data:"))
+        if not data:
+            continue
+        try:
+            event = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield event

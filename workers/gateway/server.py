@@ -93,11 +93,13 @@ class GatewayLease:
         return self.gate.stats()
 
     def close(self) -> None:
-        """Revoke the token (later requests get 401), stop serving, remove the directory."""
+        """Revoke the token (later requests get 401), stop serving, wait until every answered
+        call is recorded, remove the directory."""
         if self.revoked:
             return
         self.revoked = True
         self._gateway.run(self._shutdown())
+        self.gate.wait_written()  # the iteration's end must find every call recorded and settled
         shutil.rmtree(self.directory, ignore_errors=True)
 
     async def _start(self) -> None:
@@ -195,7 +197,9 @@ class Gateway:
         directory.chmod(0o755)
         token = f"raas-gw-{secrets.token_urlsafe(32)}"
         max_turns = claim.config.harness_config_for(claim.category).max_turns
-        gate = Gate(claim, emit, self.limiter, claim.config.max_tokens, max_turns)
+        gate = Gate(
+            claim, emit, self.limiter, claim.config.max_tokens, max_turns, pool=self.blocking, loop=self.loop
+        )
         lease = GatewayLease(self, directory, token, gate)
         self.run(lease._start())
         log.info("gateway lease for iteration %s (%s) at %s", claim.iteration_id, harness, directory)
@@ -356,28 +360,26 @@ class _Connection:
         sent["accept-encoding"] = "identity"  # metering reads the body as relayed
         sent[SESSION_HEADER] = self.lease.gate.claim.project_id
         started = time.monotonic()
-        settled = False
         try:
             request = self.gateway.client.build_request("POST", url, headers=sent, content=body)
             response = await self.gateway.client.send(request, stream=True)
+            self.lease.gate.answer_begun()
         except httpx.HTTPError as exc:
             if ticket is not None:
-                settled = True
-                await self._blocking(
-                    self.lease.gate.fail, ticket, f"upstream unreachable: {type(exc).__name__}"
+                await asyncio.wrap_future(
+                    self.lease.gate.fail(ticket, f"upstream unreachable: {type(exc).__name__}")
                 )
             await self._error(
                 api, 502, "api_error", f"the gateway could not reach the model API ({type(exc).__name__})"
             )
             return
-        broken: str | None = None
         try:
             broken = await self._relay(api, response, ticket, started)
-            settled = True
         finally:
             await response.aclose()
-            if ticket is not None and not settled:
-                # Cancelled mid-call (the lease closing): give the reservation back at once.
+            if ticket is not None:
+                # Cancelled mid-call (the lease closing): give the reservation back at once
+                # (nothing happens to a ticket already settled).
                 self.lease.gate.fail(ticket, "the call was cut off when the iteration ended")
         if broken is not None:
             # The harness must see a broken answer as broken, not as a whole one.
@@ -393,7 +395,7 @@ class _Connection:
             if ticket is not None:
                 auth = response.status_code in (401, 403)
                 error = f"upstream {response.status_code}: {data[:300].decode('utf-8', 'replace')}"
-                await self._blocking(self.lease.gate.fail, ticket, error, auth=auth)
+                await asyncio.wrap_future(self.lease.gate.fail(ticket, error, auth=auth))
             elif response.status_code in (401, 403):
                 self.lease.gate.note(auth_failed=True)
             await self._send(response.status_code, [*out_headers, ("content-length", str(len(data)))], [data])
@@ -413,7 +415,8 @@ class _Connection:
         except httpx.HTTPError:
             cut = True
         if ticket is not None:
-            await self._blocking(self.lease.gate.settle, ticket, meter.result(), time.monotonic() - started)
+            # Counted before the harness sees the end; read and written in the background.
+            self.lease.gate.settle(ticket, meter, time.monotonic() - started)
         if cut or gone:
             return "the upstream answer was cut off" if cut else "the harness hung up"
         await self._write(h11.EndOfMessage())
