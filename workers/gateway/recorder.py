@@ -80,10 +80,20 @@ class Recorder:
             return any(not done.done() for done in self._unfinished)
 
     def wait(self) -> None:
-        """Run every write asked for so far and wait until they are done (not on the event loop)."""
-        self.go()
+        """Run every write asked for so far and wait until they are done (not on the event loop).
+
+        The held-back ones run here, in the caller's thread: a pool thread waiting for writes
+        queued behind it in its own pool could wait for ever once every thread does.
+        """
         with self._lock:
+            held, self._held = self._held, []
+            before = self._last
+            if held:
+                self._last = held[-1][0]
             unfinished = list(self._unfinished)
+        for done, write, args in held:
+            self._run(before, done, write, args)
+            before = done
         wait(unfinished)
 
     def _track(self, done: Future[None]) -> None:

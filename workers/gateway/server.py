@@ -404,16 +404,19 @@ class _Connection:
         meter = Meter(api, streamed=streamed)
         await self._start_response(response.status_code, out_headers)
         gone = cut = False
+        batch = _Batch(self.h11, self.writer)
         try:
             async for chunk in response.aiter_raw():
                 meter.feed(chunk)
                 if not gone:
+                    batch.add(chunk)
                     try:
-                        await self._write(h11.Data(data=chunk))
+                        await self.writer.drain()
                     except ConnectionError:
                         gone = True  # the harness hung up: read on, the tokens are spent anyway
         except httpx.HTTPError:
             cut = True
+        batch.flush()
         if ticket is not None:
             # Counted before the harness sees the end; read and written in the background.
             self.lease.gate.settle(ticket, meter, time.monotonic() - started)
@@ -454,3 +457,26 @@ class _Connection:
         if data:
             self.writer.write(data)
             await self.writer.drain()
+
+
+class _Batch:
+    """The answer's chunks that arrived together, relayed as one write when the relay would wait
+    for more (never later): one write and one wake-up of the harness, not one per SSE event.
+    The bytes are the same; only the HTTP chunking differs."""
+
+    def __init__(self, connection: h11.Connection, writer: asyncio.StreamWriter) -> None:
+        self._h11 = connection
+        self._writer = writer
+        self._chunks: list[bytes] = []
+
+    def add(self, chunk: bytes) -> None:
+        if not self._chunks:
+            # Runs once the relay's task yields, i.e. has read all that had arrived.
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._chunks.append(chunk)
+
+    def flush(self) -> None:
+        if self._chunks:
+            data = b"".join(self._chunks)
+            self._chunks.clear()
+            self._writer.write(self._h11.send(h11.Data(data=data)) or b"")
