@@ -191,7 +191,7 @@ class Gate:
             return self.max_turns is not None and self._turns >= self.max_turns
 
     def _reserve(self, amount: Decimal) -> Decimal | Literal[False] | None:
-        # Whether the project runs and the reservation: one transaction (a call's every check costs).
+        # Whether the project runs and the reservation together: on Postgres one statement.
         held = records.reserve_if_running(self.claim, amount, take_over=not self._took_over)
         if held is False and self._recorder.busy():
             # The lease's answered calls hold their worst case until written; what they did not

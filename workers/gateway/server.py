@@ -416,7 +416,8 @@ class _Connection:
                         gone = True  # the harness hung up: read on, the tokens are spent anyway
         except httpx.HTTPError:
             cut = True
-        batch.flush()
+        if not gone:
+            batch.flush()
         if ticket is not None:
             # Counted before the harness sees the end; read and written in the background.
             self.lease.gate.settle(ticket, meter, time.monotonic() - started)
