@@ -11,12 +11,13 @@ echo "== mypy"; "$VENV/bin/mypy"
 echo "== import rules"; "$VENV/bin/lint-imports" --no-cache
 echo "== dead code"; "$VENV/bin/vulture"
 echo "== pytest"
-# Three pytest-xdist workers, a test file each at a time: the tests mostly wait (Docker,
-# subprocess stacks, timeouts), and each worker process has its own Postgres database, Redis
-# server, data directory and labelled containers (tests/conftest.py). Files are handed out in
-# collection order (not xdist's default, most tests first): the slow e2e and fault files start
-# first, and each worker runs its files in the order a single process would.
+# Three pytest-xdist workers: the tests mostly wait (Docker, subprocess stacks, timeouts), and
+# each worker process has its own Postgres database, Redis server, data directory and labelled
+# containers (tests/conftest.py). --dist load hands out tests one by one in collection order, so
+# each worker runs its share in the order a single process would (the slow e2e and fault tests
+# first). Not loadfile/loadgroup: they key tests by node id, and schemathesis' operations in
+# test_api_fuzz share one id, so all but one of them would silently not run.
 # RAAS_TEST_WORKERS=0, or -n 0 / -p no:xdist among the arguments, runs them in one process.
-PARALLEL=(-n "${RAAS_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder)
+PARALLEL=(-n "${RAAS_TEST_WORKERS:-3}" --dist load)
 case " $* " in *" no:xdist "* | *" -pno:xdist "*) PARALLEL=() ;; esac
 exec "$VENV/bin/pytest" "${PARALLEL[@]}" "$@"
