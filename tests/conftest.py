@@ -10,43 +10,31 @@ import atexit
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+
+from tests.support.redis_server import private_redis
 
 PG_ADMIN_URL = os.environ.get("RAAS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 def _private_redis() -> str | None:
-    """A Redis server of this test session's own, on a free loopback port.
+    """A Redis server of this test session's own (each xdist worker has its own session), stopped
+    when the session's process exits; None without ``redis-server``.
 
     Celery queues have fixed names: two test sessions on one Redis would take each other's
     messages (and one's FLUSHDB would drop the other's). A private server rules that out.
     """
-    binary = shutil.which("redis-server")
-    if binary is None:
+    if shutil.which("redis-server") is None:
         return None
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    atexit.register(proc.terminate)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return f"redis://127.0.0.1:{port}/0"
-        time.sleep(0.05)
-    return None
+    servers = ExitStack()
+    atexit.register(servers.close)
+    return servers.enter_context(private_redis())
 
 
 REDIS_URL = os.environ.get("RAAS_TEST_REDIS_URL") or _private_redis() or "redis://127.0.0.1:6379/15"
