@@ -208,6 +208,7 @@ def components(running: Stack, workers: int, postmaster: int) -> cpu.Components:
     parts.groups("scripted model", [running.procs["scripted-model"].pid])
     parts.named("Docker engine", cpu.DOCKER)
     parts.tree("Postgres", postmaster)
+    parts.named("Redis", ["redis-server"])
     return parts
 
 
@@ -301,7 +302,8 @@ def print_report(args: argparse.Namespace, a: Run, b: Run, table: Table) -> None
             f"({run.setup.name}) {iterations} iterations in {last - first:.1f} s; iteration at low load "
             f"{run.low_iteration_s:.2f} s -> {slots} slots / iteration {slots / run.low_iteration_s:.2f}/s; "
             f"raw docker run --rm x{slots} {run.raw_containers_per_s:.2f}/s (CPU s per container: Docker "
-            f"engine {run.raw_cpu_s.get('Docker engine', 0.0):.3f}, machine "
+            f"engine {run.raw_cpu_s.get('Docker engine', 0.0):.3f}, inside it "
+            f"{run.raw_cpu_s.get('inside the containers', 0.0):.3f}, machine "
             f"{run.raw_cpu_s.get('machine (every process)', 0.0):.3f}); peak {run.peak_running} "
             f"running, {run.peak_connections} database connections; worker RSS idle "
             f"{run.idle_rss_kib / 1024:.0f} MiB, peak {run.peak_rss_kib / 1024:.0f} MiB"

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
-DOCKER = ("dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "runc", "docker-init")
+# docker-init is PID 1 inside each container: counted there (containers_s), not here.
+DOCKER = ("dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "runc")
 
 
 def _stat(pid: str) -> tuple[str, int, int, float] | None:
@@ -35,6 +36,20 @@ def _processes() -> list[tuple[int, str, int, int, float]]:
         if entry.name.isdigit() and (stat := _stat(entry.name)) is not None:
             found.append((int(entry.name), *stat))
     return found
+
+
+# Every container's processes together (cgroup v1 cpuacct, hierarchical: a removed container's
+# time stays counted in its parent). Absent on a cgroup v2 host: then not reported.
+CONTAINERS_CPUACCT = Path("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage")
+
+
+def containers_s() -> float | None:
+    """CPU seconds the processes inside every container have used (sandboxes' helpers, shells,
+    commands), or None where the host does not say."""
+    try:
+        return int(CONTAINERS_CPUACCT.read_text()) / 1e9
+    except (OSError, ValueError):
+        return None
 
 
 def machine_busy_s() -> float:
@@ -67,6 +82,9 @@ class Components:
             for part, matches in self.parts.items():
                 if matches(pid, pname, ppid, pgid):
                     totals[part] += cpu_s
+        inside = containers_s()
+        if inside is not None:
+            totals["inside the containers"] = inside
         totals["machine (every process)"] = machine_busy_s()
         return totals
 
