@@ -35,38 +35,13 @@ def call_estimate_usd(price: ModelPrice, input_tokens: int, max_output_tokens: i
     )
 
 
-def reserve(session: Session, project_id: str, iteration_id: str | None, amount: Decimal) -> bool:
-    """Reserve ``amount`` if any budget remains; False (and nothing written) when none does."""
-    admitted = session.execute(
-        update(Project)
-        .where(
-            Project.id == project_id,
-            Project.budget_limit_usd - Project.spent_usd - Project.reserved_usd > BELOW_A_MICRODOLLAR,
-        )
-        .values(reserved_usd=Project.reserved_usd + amount)
-        .returning(Project.id)
-    ).first()
-    if admitted is None:
-        return False
-    if iteration_id is not None:
-        session.execute(
-            update(Iteration)
-            .where(Iteration.id == iteration_id)
-            .values(reserved_usd=Iteration.reserved_usd + amount)
-        )
-    _record_reservation(session, project_id, iteration_id, amount)
-    return True
-
-
-# The gateway's reservation, built once (it is on every harness call's path): ``reserve``'s
-# conditional UPDATE that also requires the project to run, then the iteration's hold and the
-# ledger entry: three statements, or on Postgres one (data-modifying CTEs, each fed by the one
-# before, so the project's row is taken before the iteration's, as a settlement takes them).
-_RESERVE_RUNNING = (
+# The reservation's rule, one statement for every caller, built once: ``amount`` more on the
+# project's reserved total if any budget remains. (b_ names: a bind named as a column would be
+# SET by the iterations' UPDATE in the gateway's one-statement form below.)
+_RESERVE = (
     update(Project)
     .where(
         Project.id == bindparam("b_project_id"),
-        Project.status == ProjectStatus.RUNNING,
         Project.budget_limit_usd - Project.spent_usd - Project.reserved_usd > BELOW_A_MICRODOLLAR,
     )
     .values(reserved_usd=Project.reserved_usd + bindparam("b_amount", type_=Money))
@@ -77,6 +52,24 @@ _HOLD = (
     .where(Iteration.id == bindparam("b_iteration_id"))
     .values(reserved_usd=Iteration.reserved_usd + bindparam("b_amount", type_=Money))
 )
+
+
+def reserve(session: Session, project_id: str, iteration_id: str | None, amount: Decimal) -> bool:
+    """Reserve ``amount`` if any budget remains; False (and nothing written) when none does."""
+    admitted = session.execute(_RESERVE, {"b_project_id": project_id, "b_amount": amount}).first()
+    if admitted is None:
+        return False
+    if iteration_id is not None:
+        session.execute(_HOLD, {"b_iteration_id": iteration_id, "b_amount": amount})
+    _record_reservation(session, project_id, iteration_id, amount)
+    return True
+
+
+# The gateway's reservation, built once (it is on every harness call's path): ``reserve``'s
+# conditional UPDATE that also requires the project to run, then the iteration's hold and the
+# ledger entry: three statements, or on Postgres one (data-modifying CTEs, each fed by the one
+# before, so the project's row is taken before the iteration's, as a settlement takes them).
+_RESERVE_RUNNING = _RESERVE.where(Project.status == ProjectStatus.RUNNING)
 _STATUS = select(Project.status).where(Project.id == bindparam("project_id"))
 _LEDGER = insert(LedgerEntry)
 _RESERVED = _RESERVE_RUNNING.cte("reserved")
@@ -107,7 +100,6 @@ def reserve_if_running(
     UPDATE. None (nothing written) when the project no longer runs, False when no budget remains.
     """
     if in_one_statement(connection):
-        # b_ names: a bind named as a column (project_id) would be SET by the iterations' UPDATE.
         params = {
             "b_project_id": project_id,
             "b_iteration_id": iteration_id,

@@ -120,8 +120,9 @@ def client(lease: GatewayLease) -> httpx.Client:
     )
 
 
-def call(lease: GatewayLease, project_id: str, *, token: str | None = None, **extra: Any) -> httpx.Response:
-    body = {
+def message_body(project_id: str, **extra: Any) -> dict[str, Any]:
+    """A streamed Messages request as a harness sends it; ``extra`` replaces or adds fields."""
+    return {
         "model": "claude-sonnet-4-6",
         "max_tokens": 1000,
         "stream": True,
@@ -129,6 +130,10 @@ def call(lease: GatewayLease, project_id: str, *, token: str | None = None, **ex
         "metadata": {"user_id": project_id},
         **extra,
     }
+
+
+def call(lease: GatewayLease, project_id: str, *, token: str | None = None, **extra: Any) -> httpx.Response:
+    body = message_body(project_id, **extra)
     headers = {"x-api-key": token or lease.token, "anthropic-version": "2023-06-01"}
     with client(lease) as http:
         return http.post("/v1/messages?beta=true", json=body, headers=headers)
@@ -313,13 +318,7 @@ def test_the_relay_carries_a_stream_from_loopback_to_the_socket(eng: Engine, gat
     script = {"responses": [replay("basic_response.txt")], "when_exhausted": "repeat_last"}
     with lease_for(eng, gateway, script=script) as (project_id, lease, _), relay_on_host(lease) as url:
         # When a harness calls the loopback port
-        body = {
-            "model": "claude-sonnet-4-6",
-            "max_tokens": 100,
-            "stream": True,
-            "messages": [{"role": "user", "content": "hi"}],
-            "metadata": {"user_id": project_id},
-        }
+        body = message_body(project_id, max_tokens=100, messages=[{"role": "user", "content": "hi"}])
         with (
             httpx.Client(base_url=url) as http,
             http.stream("POST", "/v1/messages", json=body, headers={"x-api-key": lease.token}) as response,

@@ -6,7 +6,7 @@ whatever the HTTP reader buffered past the response headers, so we start the exe
 keep the buffered reader, demultiplex the 8-byte-header frames and put a socket timeout on
 every read. :class:`HelperClient` speaks the JSON-line protocol of :mod:`workers.sandbox.helper`.
 
-A sandbox's helper is normally the container's own command (:data:`HELPER_COMMAND`), reached by
+A sandbox's helper is normally the container's own command (:func:`helper_command`), reached by
 attaching to the container before it starts: a ``docker exec`` costs the engine a runtime
 process and a round of namespace joins, ~90 ms of CPU per container on this machine's numbers.
 The command is a shell that runs the helper, prints ``{"exited": CODE}`` when it ends and then
@@ -40,12 +40,12 @@ _STDERR_KEEP = 4096
 HELPER_SOURCE = inspect.getsource(helper)
 READY = b'{"ready": true}'
 EXITED = b'{"exited": '
-_HELPER_ARGV = ["python3", "-I", "-S", "-c", HELPER_SOURCE]
+_PYTHON = ["python3", "-I", "-S", "-c"]  # the helper's interpreter, exec'd or the container's command
 
 
 def helper_command(workspace: str) -> list[str]:
     """The container command that is its helper (see the module's docstring)."""
-    script = 'python3 -I -S -c "$0" "$1"; echo "{\\"exited\\": $?}"; exec sleep infinity'
+    script = f'{" ".join(_PYTHON)} "$0" "$1"; echo "{{\\"exited\\": $?}}"; exec sleep infinity'
     return ["sh", "-c", script, HELPER_SOURCE, workspace]
 
 
@@ -195,7 +195,7 @@ class HelperClient:
     ) -> HelperClient | None:
         """Start the helper with ``docker exec`` and wait until it is ready; None if the image has
         no python3."""
-        stream = ExecStream.open(api, container_id, [*_HELPER_ARGV, workspace], stdin=True)
+        stream = ExecStream.open(api, container_id, [*_PYTHON, HELPER_SOURCE, workspace], stdin=True)
         return cls.ready(stream, timeout_s)
 
     @classmethod
