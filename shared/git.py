@@ -31,6 +31,14 @@ _BASE_CONFIG = (
 RESULT_REF = "raas-result"
 
 
+def _run(
+    cwd: Path, args: Sequence[str], gitdir: Path | None, env: dict[str, str] | None, input_: bytes | None
+) -> subprocess.CompletedProcess[bytes]:
+    where = (f"--git-dir={gitdir}", f"--work-tree={cwd}") if gitdir is not None else ()
+    argv = ["git", *_BASE_CONFIG, *where, *args]
+    return subprocess.run(argv, cwd=cwd, env=env, input=input_, capture_output=True, check=False)
+
+
 def git(
     cwd: Path,
     *args: str,
@@ -46,15 +54,7 @@ def git(
     by git on the host. Hooks are disabled everywhere; every directory is trusted because the
     work tree belongs to the sandbox's uid.
     """
-    where = (f"--git-dir={gitdir}", f"--work-tree={cwd}") if gitdir is not None else ()
-    proc = subprocess.run(
-        ["git", *_BASE_CONFIG, *where, *args],
-        cwd=cwd,
-        env=env,
-        input=input_,
-        capture_output=True,
-        check=False,
-    )
+    proc = _run(cwd, args, gitdir, env, input_)
     if proc.returncode != 0:
         msg = f"git {args[0]} failed: {proc.stderr.decode(errors='replace').strip()}"
         raise GitError(msg)
@@ -94,19 +94,12 @@ def commit_all(
     """
     git(workdir, "add", "-A", gitdir=gitdir)
     ident = f"{author_name} <{author_email}>"
-    where = (f"--git-dir={gitdir}", f"--work-tree={workdir}") if gitdir is not None else ()
     # Nothing staged is git commit's exit 1 with "nothing to commit" (messages in C): asking
     # `git status` first would be one more process per iteration.
     empty = ["--allow-empty"] if allow_empty else []
     names = ["-c", f"user.name={author_name}", "-c", f"user.email={author_email}"]
     options = ["-q", "--no-verify", *empty, f"--author={ident}", "-m", message]
-    proc = subprocess.run(
-        ["git", *_BASE_CONFIG, *where, *names, "commit", *options],
-        cwd=workdir,
-        env={**os.environ, "LC_ALL": "C"},
-        capture_output=True,
-        check=False,
-    )
+    proc = _run(workdir, [*names, "commit", *options], gitdir, {**os.environ, "LC_ALL": "C"}, None)
     if proc.returncode == 0:
         return True
     said = (proc.stdout + proc.stderr).decode(errors="replace")

@@ -120,7 +120,11 @@ class DockerSandbox(Sandbox):
         sandbox._owns_client = owns_client
         try:
             attached = ExecStream.attach(client.api, container_id)  # before the start: see channel
-            client.api.start(container_id)
+            try:
+                client.api.start(container_id)
+            except BaseException:
+                attached.close()  # not the helper's yet: close() would not see it
+                raise
             sandbox._helper = HelperClient.ready(attached, HELPER_START_TIMEOUT_S)
             if sandbox._helper is None:
                 sandbox._use_shell()
