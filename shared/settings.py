@@ -66,6 +66,13 @@ class Settings(BaseSettings):
     warm_pool_size: int = Field(
         default=0, ge=0, description="Pre-started sandboxes per worker process (0: start one per iteration)."
     )
+    sandbox_engine_calls: int | None = Field(
+        default=None,
+        ge=1,
+        description="Sandbox creates and removals a worker process has the Docker engine do at once (more "
+        "wait their turn); unset: twice the host's cores. Past a few, parallel container starts cost the "
+        "engine and the kernel more CPU per container and start none sooner.",
+    )
     harness_timeout_s: float = Field(
         default=3600.0,
         gt=0,

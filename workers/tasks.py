@@ -20,6 +20,7 @@ from workers.iteration import IterationRunner
 from workers.llm.client import PLACEHOLDER_KEY, close_shared_clients
 from workers.llm.ratelimit import ProviderLimits, RateLimiter, key_fingerprint
 from workers.sandbox.base import SandboxLimits
+from workers.sandbox.docker import ENGINE_CALLS
 from workers.sandbox.pool import SandboxPool
 from workers.sandbox.sweeper import cluster_id
 
@@ -38,6 +39,7 @@ def _runner(worker_name: str) -> IterationRunner:
         runner = _RUNNERS.get(worker_name)
         if runner is None:
             settings = get_settings()
+            ENGINE_CALLS.limit(settings.sandbox_engine_calls)
             runner = _RUNNERS[worker_name] = IterationRunner(
                 settings,
                 RedisBus(settings.redis_url),

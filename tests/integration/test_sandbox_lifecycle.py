@@ -167,3 +167,25 @@ def test_a_helper_that_dies_is_restarted_and_the_sandbox_keeps_working(sandbox: 
     # Then the next call finds a new helper
     assert sandbox.run("echo back").output == "back\n"
     assert sandbox.uses_helper
+
+
+def test_a_start_waits_for_its_turn_at_the_engine(
+    make_sandbox: SandboxFactory, docker_client: docker.DockerClient
+) -> None:
+    # Given a process allowed one container create or removal at a time, whose one turn is taken
+    tag = secrets.token_hex(4)
+    docker_sandbox.ENGINE_CALLS.limit(1)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            with docker_sandbox.ENGINE_CALLS.turn():
+                # When a sandbox starts meanwhile
+                starting = pool.submit(make_sandbox, labels={"raas.gate": tag})
+                time.sleep(1.0)
+                # Then its container is not even created while the turn is held
+                assert not docker_client.containers.list(all=True, filters={"label": f"raas.gate={tag}"})
+                assert not starting.done()
+            # And it starts once the turn is free
+            sandbox = starting.result(timeout=120)
+            assert sandbox.run("echo up").output == "up\n"
+    finally:
+        docker_sandbox.ENGINE_CALLS.limit(None)

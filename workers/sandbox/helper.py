@@ -23,13 +23,17 @@ import json
 import os
 import re
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+
+# Names for annotations only: every container starts this script, and typing and shutil were a
+# quarter of its imports' time (``TYPE_CHECKING`` of our own: importing typing's is the cost).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 WORKSPACE = "/workspace"
 DRAIN_AFTER_EXIT_S = 0.2  # output still arriving from background processes after the command ends
@@ -205,6 +209,8 @@ def _has_timeout() -> bool:
     """coreutils' `timeout`, present in the image; hosts without it rely on our backstop kill."""
     global _TIMEOUT_FOUND
     if _TIMEOUT_FOUND is None:
+        import shutil  # noqa: PLC0415 (see the imports: once per helper, when a command first runs)
+
         _TIMEOUT_FOUND = shutil.which("timeout") is not None
     return _TIMEOUT_FOUND
 
