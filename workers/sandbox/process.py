@@ -98,8 +98,13 @@ class ContainerProcess:
 
     def _finish(self) -> None:
         self._timer.cancel()
-        with contextlib.suppress(Exception):  # docker-py's CancellableStream: closes the socket
+        with contextlib.suppress(Exception):  # docker-py's CancellableStream: shuts the socket down
             self._stream.close()
+        # Its socket.close() leaves the descriptor open while the response's reader holds it, in a
+        # reference cycle (docker-py hangs the response on that reader): closed here, not by the
+        # garbage collector with a ResourceWarning.
+        with contextlib.suppress(Exception):
+            self._stream._response.close()
         try:
             self.exit_code = self._api.exec_inspect(self._exec_id).get("ExitCode")
         except (APIError, DockerException, OSError) as e:
