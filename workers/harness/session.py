@@ -136,9 +136,10 @@ class HarnessSession:
             places = self._places(sandbox, lease, binary)
             invocation = cli.invocation(self.claim, config, lease.token, places)
             process = sandbox.spawn(invocation.argv, invocation.env, self.timeout_s)
-            for line in process.lines():
-                for event in parser.feed(line):
-                    self.emit(event)
+            with contextlib.closing(process.lines()) as lines:  # closed also when a feed raises
+                for line in lines:
+                    for event in parser.feed(line):
+                        self.emit(event)
         finally:
             sandbox.close()
         finished = Finished(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Generator
 from types import TracebackType
 from typing import Protocol, Self
 
@@ -103,7 +103,7 @@ class AgentProcess(Protocol):
     exit_code: int | None
     timed_out: bool
 
-    def lines(self) -> Iterator[str]: ...
+    def lines(self) -> Generator[str, None, None]: ...
 
     def stderr_tail(self, max_lines: int = 20) -> str: ...
 

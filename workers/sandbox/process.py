@@ -16,7 +16,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from docker import APIClient
@@ -67,29 +67,32 @@ class ContainerProcess:
         timer.start()
         return process
 
-    def lines(self) -> Iterator[str]:
-        """stdout, one decoded line at a time as the process prints it, until it exits."""
+    def lines(self) -> Generator[str, None, None]:
+        """stdout, one decoded line at a time as the process prints it, until it exits (or the
+        generator is closed: its stream is closed then too, not left to the garbage collector)."""
         pending = bytearray()
         try:
-            for out, err in self._stream:
-                if err:
-                    self._stderr += err
-                    del self._stderr[:-STDERR_KEEP_BYTES]
-                if not out:
-                    continue
-                pending += out
-                while (end := pending.find(b"\n")) >= 0:
-                    line, pending[:] = bytes(pending[:end]), pending[end + 1 :]
-                    yield line.decode(errors="replace")
-                if len(pending) > MAX_LINE_BYTES:
-                    log.warning("an agent printed a line over %d bytes; it is cut", MAX_LINE_BYTES)
-                    yield bytes(pending[:MAX_LINE_BYTES]).decode(errors="replace")
-                    pending.clear()
-        except (DockerException, OSError) as e:  # the container was killed under the stream
-            log.info("agent process stream ended: %s", e)
-        if pending.strip():
-            yield bytes(pending).decode(errors="replace")
-        self._finish()
+            try:
+                for out, err in self._stream:
+                    if err:
+                        self._stderr += err
+                        del self._stderr[:-STDERR_KEEP_BYTES]
+                    if not out:
+                        continue
+                    pending += out
+                    while (end := pending.find(b"\n")) >= 0:
+                        line, pending[:] = bytes(pending[:end]), pending[end + 1 :]
+                        yield line.decode(errors="replace")
+                    if len(pending) > MAX_LINE_BYTES:
+                        log.warning("an agent printed a line over %d bytes; it is cut", MAX_LINE_BYTES)
+                        yield bytes(pending[:MAX_LINE_BYTES]).decode(errors="replace")
+                        pending.clear()
+            except (DockerException, OSError) as e:  # the container was killed under the stream
+                log.info("agent process stream ended: %s", e)
+            if pending.strip():
+                yield bytes(pending).decode(errors="replace")
+        finally:
+            self._finish()
 
     def stderr_tail(self, max_lines: int = 20) -> str:
         """The last lines the process wrote to stderr (what a crash says about itself)."""
@@ -136,16 +139,26 @@ class HostProcess:
         self.timed_out = False
         self.exit_code: int | None = None
 
-    def lines(self) -> Iterator[str]:
+    def lines(self) -> Generator[str, None, None]:
         assert self._proc.stdout is not None
-        for raw in self._proc.stdout:
-            yield raw.decode(errors="replace").rstrip("\n")
-        self.exit_code = self._proc.wait()
+        read_to_the_end = False
+        try:
+            for raw in self._proc.stdout:
+                yield raw.decode(errors="replace").rstrip("\n")
+            read_to_the_end = True
+        finally:
+            self._end(read_to_the_end)
+
+    def _end(self, read_to_the_end: bool) -> None:
+        if read_to_the_end:
+            self.exit_code = self._proc.wait()
         self._timer.cancel()
         # What it left running in its session (a relay, a background command) ends with it, as
-        # it would with its container.
+        # it would with its container; so does the process itself when its reader stopped early.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self._proc.pid, signal.SIGKILL)
+        if not read_to_the_end:
+            self.exit_code = self._proc.wait()
         self._reader.join(timeout=5)
         for stream in (self._proc.stdout, self._proc.stderr):
             if stream is not None:
