@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from shared.db import session_scope
+from shared.db import get_engine, session_scope
 from shared.models import Iteration, utcnow
 from tests.support.engine import Engine, engine
 from workers import records
@@ -90,3 +90,14 @@ def test_an_attempt_that_no_longer_owns_its_iteration_does_not_beat_it(eng: Engi
         assert _beaten_at(stale) == LONG_AGO
     finally:
         heartbeats.close()
+
+
+def test_the_beat_is_one_cached_statement_whatever_the_number_of_iterations(services: dict[str, str]) -> None:
+    # An OR of one clause per iteration compiled anew for every count: a threads worker of
+    # concurrency C kept up to C statements in the engine's cache, its memory growing load after load.
+    cache = get_engine()._compiled_cache
+    assert cache is not None
+    for count in (1, 2, 3, 7, 20):
+        records.beat([(f"no-such-iteration-{i}", 1) for i in range(count)])
+    beats = [c for c in list(cache.values()) if str(c).startswith("UPDATE iterations SET heartbeat_at")]
+    assert len([c for c in beats if "iterations.attempt" in str(c)]) == 1  # the test's own UPDATEs have none
