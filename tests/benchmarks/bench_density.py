@@ -19,11 +19,11 @@ Beside it, what a system costing nothing but the raw container would do in the s
 (:func:`container_bound`): with every project started at once its first wave waits for
 containers and its last one drains, ~0.7 of the ideal at 2 iterations a project, ~0.84 at the
 default 5 (steadier figures, and a longer run).
-**Memory**: the worker processes' RSS (VmRSS summed over each worker's process group, prefork
-children included) at the peak of the load, per iteration running at that moment (peak). Then
-where an iteration's time goes, at low load and under load, from its rows and events; and the
-checks bench_load makes (nothing lost or run twice, sequences gapless, budgets kept,
-reservations released, no container left).
+**Memory**: the worker processes' PSS (summed over each worker's process group, prefork
+children included: a page shared by n processes counts 1/n in each) at the peak of the load,
+per iteration running at that moment (peak). Then where an iteration's time goes, at low load
+and under load, from its rows and events; and the checks bench_load makes (nothing lost or run
+twice, sequences gapless, budgets kept, reservations released, no container left).
 
 The database is a PostgreSQL cluster of the run's own (``max_connections`` 400, fsync off): a
 threads worker of concurrency C may hold up to C connections, which a shared server (100) cannot
@@ -213,7 +213,7 @@ def start_and_wait(svc: rig.Services, running: Stack, ids: list[str], run: Run, 
     groups = [running.procs[f"worker{i}"].pid for i in range(run.setup.workers)]
     with svc.pg() as conn:
         while True:
-            run.peak_rss_kib = max(run.peak_rss_kib, sum(rig.group_rss_kib(g) for g in groups))
+            run.peak_rss_kib = max(run.peak_rss_kib, sum(rig.group_memory_kib(g, "Pss") for g in groups))
             row = conn.execute(
                 "SELECT (SELECT count(*) FROM iterations WHERE status = 'running' AND project_id = ANY(%s)),"
                 " (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()) - 1,"
@@ -252,7 +252,7 @@ def measure(svc: rig.Services, postmaster: int, setup: Setup, args: argparse.Nam
         with stack as running:
             rig.wait_workers_ready(running, setup.workers)
             run.idle_rss_kib = sum(
-                rig.group_rss_kib(running.procs[f"worker{i}"].pid) for i in range(setup.workers)
+                rig.group_memory_kib(running.procs[f"worker{i}"].pid, "Pss") for i in range(setup.workers)
             )
             toml = raas_toml(args.iterations)
             # Low load: two projects alone.
@@ -304,7 +304,7 @@ def table_of(a: Run, b: Run) -> Table:
     )
     table.figures.append(
         Figure(
-            "worker RSS per running iteration",
+            "worker PSS per running iteration",
             b.rss_per_iteration_mib,
             a.rss_per_iteration_mib,
             "MiB",
@@ -335,7 +335,7 @@ def print_report(args: argparse.Namespace, a: Run, b: Run, table: Table) -> None
             f"engine {run.raw_cpu_s.get('Docker engine', 0.0):.3f}, inside it "
             f"{run.raw_cpu_s.get('inside the containers', 0.0):.3f}, machine "
             f"{run.raw_cpu_s.get('machine (every process)', 0.0):.3f}); peak {run.peak_running} "
-            f"running, {run.peak_connections} database connections; worker RSS idle "
+            f"running, {run.peak_connections} database connections; worker PSS idle "
             f"{run.idle_rss_kib / 1024:.0f} MiB, peak {run.peak_rss_kib / 1024:.0f} MiB"
         )
         bound = container_bound(run.setup, run.raw_containers_per_s, run.low_iteration_s, args.iterations)

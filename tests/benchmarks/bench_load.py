@@ -75,7 +75,7 @@ class Clock:
 
 def worker_rss_kib(running: Stack, workers: int) -> int:
     """RSS of every worker process group (each worker and its prefork children)."""
-    return sum(rig.group_rss_kib(running.procs[f"worker{i}"].pid) for i in range(workers))
+    return sum(rig.group_memory_kib(running.procs[f"worker{i}"].pid, "Rss") for i in range(workers))
 
 
 def raw_throughput(running: Stack, args: argparse.Namespace) -> tuple[float, int]:
@@ -85,7 +85,7 @@ def raw_throughput(running: Stack, args: argparse.Namespace) -> tuple[float, int
     with raw.workers(specs, running.env, running.log_dir) as procs:
         raw.run_noops(100)  # warm-up: every prefork child imports and connects on its first task
         rate = raw.run_noops(args.noops)
-        rss = sum(rig.group_rss_kib(proc.pid) for proc in procs)
+        rss = sum(rig.group_memory_kib(proc.pid, "Rss") for proc in procs)
     return rate, rss
 
 

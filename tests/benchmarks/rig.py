@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 import redis
@@ -278,9 +278,14 @@ def wait_workers_ready(running: Stack, workers: int, timeout_s: float = 60.0) ->
     raise TimeoutError(msg)
 
 
-def group_rss_kib(pgid: int) -> int:
-    """Resident memory of every process in the process group ``pgid`` (a worker and its
-    prefork children), in KiB, from /proc/PID/status VmRSS."""
+def group_memory_kib(pgid: int, measure: Literal["Rss", "Pss"]) -> int:
+    """Memory of every process in the process group ``pgid`` (a worker and its prefork children),
+    in KiB, from /proc/PID/smaps_rollup.
+
+    ``Rss`` counts a page shared by n processes n times; ``Pss`` counts it once, split among them.
+    A threads worker forks children (git, on their way to exec) that each show its whole Rss for a
+    moment: summed Rss then swung between ~240 and ~1400 MiB for a worker of ~240 MiB.
+    """
     total = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -290,8 +295,8 @@ def group_rss_kib(pgid: int) -> int:
             # Field 5 is the process group; the command name (field 2) may hold spaces.
             if int(stat.rpartition(")")[2].split()[2]) != pgid:
                 continue
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
+            for line in (entry / "smaps_rollup").read_text().splitlines():
+                if line.startswith(f"{measure}:"):
                     total += int(line.split()[1])
         except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
             continue
