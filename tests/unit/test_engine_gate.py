@@ -13,18 +13,22 @@ from workers.sandbox.docker import EngineGate
 pytestmark = pytest.mark.unit
 
 
-def _most_at_once(gate: EngineGate, callers: int) -> int:
-    inside, most = 0, 0
-    lock = threading.Lock()
+def _most_at_once(gate: EngineGate, callers: int, limit: int) -> int:
+    """The most callers inside a turn at one moment. Each holds its turn until ``limit`` are in
+    (or every caller has come), so a slow thread start cannot hide a gate that lets too many in."""
+    inside = most = entered = 0
+    full = threading.Condition()
 
     def call(_: int) -> None:
-        nonlocal inside, most
+        nonlocal inside, most, entered
         with gate.turn():
-            with lock:
-                inside += 1
+            with full:
+                inside, entered = inside + 1, entered + 1
                 most = max(most, inside)
-            time.sleep(0.05)
-            with lock:
+                full.notify_all()
+                full.wait_for(lambda: inside >= limit or entered >= callers, timeout=10)
+            time.sleep(0.02)  # still inside: a gate that lets too many in lets them in now
+            with full:
                 inside -= 1
 
     with ThreadPoolExecutor(callers) as pool:
@@ -35,13 +39,13 @@ def _most_at_once(gate: EngineGate, callers: int) -> int:
 def test_callers_past_the_limit_wait_for_a_turn() -> None:
     gate = EngineGate()
     gate.limit(2)
-    assert _most_at_once(gate, 8) == 2
+    assert _most_at_once(gate, 8, 2) == 2
 
 
 def test_unset_means_twice_the_cores() -> None:
     gate = EngineGate()
     gate.limit(None)
-    assert _most_at_once(gate, EngineGate.default() + 4) == EngineGate.default()
+    assert _most_at_once(gate, EngineGate.default() + 4, EngineGate.default()) == EngineGate.default()
 
 
 def test_a_turn_taken_before_a_new_limit_is_given_back_where_it_came_from() -> None:
@@ -53,4 +57,4 @@ def test_a_turn_taken_before_a_new_limit_is_given_back_where_it_came_from() -> N
         gate.limit(3)
     # Then the old turn's release did not land on the new limit (a bounded semaphore would raise),
     # and the new limit holds
-    assert _most_at_once(gate, 6) == 3
+    assert _most_at_once(gate, 6, 3) == 3
