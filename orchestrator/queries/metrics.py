@@ -167,9 +167,16 @@ def _total(column: InstrumentedAttribute[Any]) -> ColumnElement[Any]:
 
 
 def _duration_s(session: Session) -> ColumnElement[Any]:
+    """Seconds from an iteration's start to its end, never below 0.
+
+    The two stamps can come from different clocks (the worker that claimed it, the coordinator
+    that failed it), so an end may read before its start. A negative duration would make the
+    histogram's sum negative, and Prometheus' OpenMetrics parser then rejects the whole scrape.
+    """
     if session.get_bind().dialect.name == "sqlite":
-        return (func.julianday(Iteration.finished_at) - func.julianday(Iteration.started_at)) * 86400.0
-    return func.extract("epoch", Iteration.finished_at - Iteration.started_at)
+        days = func.julianday(Iteration.finished_at) - func.julianday(Iteration.started_at)
+        return func.max(days * 86400.0, 0.0)
+    return func.greatest(func.extract("epoch", Iteration.finished_at - Iteration.started_at), 0)
 
 
 def _durations(session: Session) -> HistogramMetricFamily:

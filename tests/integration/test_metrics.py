@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import delete
+from sqlalchemy import delete, update
 
 from orchestrator.api import create_app
 from orchestrator.queries.metrics import ClusterCollector, broker_client
@@ -177,6 +177,36 @@ def test_metrics_count_what_postgres_holds(client: TestClient, made: list[str]) 
     assert delta(f"{histogram}_count", status="succeeded") == 1
     assert delta(f"{histogram}_sum", status="succeeded") == pytest.approx(2.0)
     assert delta(f"{histogram}_sum", status="failed") == pytest.approx(45.0)
+
+
+def test_an_iteration_that_ended_before_it_started_counts_as_zero_seconds(
+    client: TestClient, made: list[str]
+) -> None:
+    # Given an iteration whose end reads a minute before its start (stamps from two clocks)
+    _project_with_history(made)
+    before = client.get("/metrics", headers={"Accept": OPENMETRICS}).text
+    with session_scope() as session:
+        session.execute(
+            update(Iteration)
+            .where(Iteration.project_id == made[0], Iteration.number == 1)
+            .values(finished_at=Iteration.started_at - timedelta(minutes=1))
+        )
+    # When Prometheus scrapes
+    response = client.get("/metrics", headers={"Accept": OPENMETRICS})
+
+    # Then its strict parser accepts the answer, and the iteration counts as 0 s, not -60 s
+    families = {f.name: f for f in openmetrics_families(response.text)}
+    assert "raas_iteration_duration_seconds" in families
+
+    def succeeded_sum(text: str) -> float:
+        samples = {
+            (s.name, frozenset(s.labels.items())): s.value
+            for family in openmetrics_families(text)
+            for s in family.samples
+        }
+        return _value(samples, "raas_iteration_duration_seconds_sum", status="succeeded")
+
+    assert succeeded_sum(response.text) - succeeded_sum(before) == pytest.approx(-2.0)
 
 
 def test_queue_depth_is_the_length_of_the_celery_queues_on_the_broker(redis_url: str) -> None:
