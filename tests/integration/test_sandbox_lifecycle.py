@@ -185,16 +185,16 @@ def test_agent_processes_that_exited_leave_no_socket_to_the_garbage_collector(sa
 
 
 def test_an_agent_process_read_only_in_part_is_ended_with_its_reader(sandbox: DockerSandbox) -> None:
-    # Given agent processes with a 2 s limit whose reader stopped after their first line (a
-    # parser raised, say)
+    # Given agent processes with a 5 s limit (room for a slow exec start) whose reader stopped
+    # after their first line (a parser raised, say)
     for _ in range(3):
-        process = sandbox.spawn(["sh", "-c", "echo one; echo two; sleep 30"], {}, 2.0)
+        process = sandbox.spawn(["sh", "-c", "echo one; echo two; sleep 30"], {}, 5.0)
         lines = process.lines()
         assert next(lines) == "one"
         # When the reader is closed, as the harness session closes it
         lines.close()
     # Then their limits no longer run: the sandbox is not killed for them
-    time.sleep(3.0)
+    time.sleep(6.0)
     assert sandbox.run("echo alive").output == "alive\n"
     # And no stream's socket was left open for the collector to find (warnings are errors)
     del process, lines
