@@ -16,8 +16,9 @@ echo "== pytest"
 # containers (tests/conftest.py). --dist load --maxschedchunk 1 hands out tests one by one in
 # collection order as workers free up (the default first hands each worker a quarter of its share
 # at once, and one worker was left with a run of slow e2e tests while the others idled), so each
-# worker runs its share in the order a single process would. Not loadfile/loadgroup: they key tests by node id, and schemathesis' operations in
-# test_api_fuzz share one id, so all but one of them would silently not run.
+# worker runs its share in the order a single process would. Not loadfile/loadgroup: they key
+# tests by node id, and schemathesis' operations in test_api_fuzz share one id, so all but one of
+# them would silently not run.
 # RAAS_TEST_WORKERS=0, or -n 0 / -p no:xdist among the arguments, runs them in one process.
 PARALLEL=(-n "${RAAS_TEST_WORKERS:-3}" --dist load --maxschedchunk 1)
 case " $* " in *" no:xdist "* | *" -pno:xdist "*) PARALLEL=() ;; esac

@@ -108,8 +108,8 @@ class Run:
     raw_containers_per_s: float = 0.0
     raw_cpu_s: dict[str, float] = field(default_factory=dict)  # per raw container, engine and machine
     load: tuple[float, float, int] = (0.0, 0.0, 0)
-    peak_rss_kib: int = 0
-    idle_rss_kib: int = 0
+    peak_memory_kib: int = 0
+    idle_memory_kib: int = 0
     peak_running: int = 0
     peak_connections: int = 0
     cpu_s: dict[str, float] = field(default_factory=dict)  # by component, over the load
@@ -126,8 +126,8 @@ class Run:
         return min(self.setup.slots / self.low_iteration_s, self.raw_containers_per_s)
 
     @property
-    def rss_per_iteration_mib(self) -> float:
-        return self.peak_rss_kib / 1024 / max(1, self.peak_running)
+    def memory_per_iteration_mib(self) -> float:
+        return self.peak_memory_kib / 1024 / max(1, self.peak_running)
 
 
 @contextmanager
@@ -213,7 +213,9 @@ def start_and_wait(svc: rig.Services, running: Stack, ids: list[str], run: Run, 
     groups = [running.procs[f"worker{i}"].pid for i in range(run.setup.workers)]
     with svc.pg() as conn:
         while True:
-            run.peak_rss_kib = max(run.peak_rss_kib, sum(rig.group_memory_kib(g, "Pss") for g in groups))
+            run.peak_memory_kib = max(
+                run.peak_memory_kib, sum(rig.group_memory_kib(g, "Pss") for g in groups)
+            )
             row = conn.execute(
                 "SELECT (SELECT count(*) FROM iterations WHERE status = 'running' AND project_id = ANY(%s)),"
                 " (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()) - 1,"
@@ -251,7 +253,7 @@ def measure(svc: rig.Services, postmaster: int, setup: Setup, args: argparse.Nam
         )
         with stack as running:
             rig.wait_workers_ready(running, setup.workers)
-            run.idle_rss_kib = sum(
+            run.idle_memory_kib = sum(
                 rig.group_memory_kib(running.procs[f"worker{i}"].pid, "Pss") for i in range(setup.workers)
             )
             toml = raas_toml(args.iterations)
@@ -305,8 +307,8 @@ def table_of(a: Run, b: Run) -> Table:
     table.figures.append(
         Figure(
             "worker PSS per running iteration",
-            b.rss_per_iteration_mib,
-            a.rss_per_iteration_mib,
+            b.memory_per_iteration_mib,
+            a.memory_per_iteration_mib,
             "MiB",
             "(a) prefork, same measure",
             goal_max=0.1,
@@ -336,7 +338,7 @@ def print_report(args: argparse.Namespace, a: Run, b: Run, table: Table) -> None
             f"{run.raw_cpu_s.get('inside the containers', 0.0):.3f}, machine "
             f"{run.raw_cpu_s.get('machine (every process)', 0.0):.3f}); peak {run.peak_running} "
             f"running, {run.peak_connections} database connections; worker PSS idle "
-            f"{run.idle_rss_kib / 1024:.0f} MiB, peak {run.peak_rss_kib / 1024:.0f} MiB"
+            f"{run.idle_memory_kib / 1024:.0f} MiB, peak {run.peak_memory_kib / 1024:.0f} MiB"
         )
         bound = container_bound(run.setup, run.raw_containers_per_s, run.low_iteration_s, args.iterations)
         print(
