@@ -1,10 +1,14 @@
-"""The coordinator service and the ``raas`` CLI, in layers (import-linter checks them):
+"""The coordinator service and the ``raas`` CLI, in layers that import only the layers below them
+(import-linter checks them; the contracts are in pyproject.toml), top to bottom:
 
-- edges — ``api`` (HTTP routes), ``cli`` (the ``raas`` commands), ``service`` (the coordinator
-  process), ``embedded`` (``raas run``: the whole system in one process);
-- answers — ``queries`` (costs, graph, metrics, follow) and ``transcripts``;
-- the core — ``scheduling``: the state machine that decides what runs next.
+- ``cli`` (the ``raas`` commands) and ``embedded`` (``raas run``: the whole system in one
+  process): the composition roots, the only packages here that may import ``workers``;
+- ``service`` (the coordinator process), ``dashboard`` (the web pages), ``api`` (HTTP routes)
+  and ``mcp`` (the MCP tools): the other edges, in that order;
+- ``queries`` (read-only answers), ``transcripts`` and ``delivery`` (a project's work back to its
+  remote): side by side, none imports another;
+- ``scheduling``: the state machine that decides what runs next;
+- ``remotes``: git against users' remotes, with their credentials.
 
-A layer imports only the layers below it. Only ``embedded`` and ``cli`` (composition roots) may
-import ``workers``. docs/architecture.md draws the whole path of an iteration.
+docs/architecture.md draws the whole path of an iteration.
 """

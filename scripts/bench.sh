@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 PY="${RAAS_VENV:-$ROOT/.venv}/bin/python"
-for bench in bench_sandbox bench_coordinator bench_load bench_density bench_gateway; do
+for bench in bench_sandbox bench_coordinator bench_load bench_density bench_gateway bench_triggers bench_workspace_store bench_environment bench_dashboard_browser bench_eval; do
     echo "== $bench"
     "$PY" -m "tests.benchmarks.$bench" "$@"
 done

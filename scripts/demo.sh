@@ -4,6 +4,10 @@
 #   bash scripts/demo.sh --distributed   a coordinator, a worker and Postgres/Redis, each its own process
 #   bash scripts/demo.sh claude-code     examples/claude-code: Claude Code as the harness, in the
 #                                        sandbox, behind the LLM gateway (either mode; needs Docker)
+#   bash scripts/demo.sh python-repo     examples/python-repo: an [environment] whose setup installs a
+#                                        dependency once from a loopback index (needs Docker)
+#   bash scripts/demo.sh node-repo       examples/node-repo: the same for a Node project, npm ci from a
+#                                        vendored tarball (needs Docker and node on the host)
 # With no ANTHROPIC_API_KEY, the bundled scripted model answers (examples/scripts/EXAMPLE.json).
 # Whatever it starts, it stops on the way out: when the run ends, fails, or on Ctrl-C or SIGTERM.
 # RAAS_DEMO_DIR moves its logs and data (default .data/demo).
@@ -15,14 +19,17 @@ for arg in "$@"; do
     case "$arg" in
         --distributed) MODE=--distributed ;;
         claude-code) EXAMPLE=claude-code ;;
-        *) echo "demo.sh: unknown argument $arg; use [claude-code] [--distributed]" >&2; exit 2 ;;
+        python-repo) EXAMPLE=python-repo ;;
+        node-repo) EXAMPLE=node-repo ;;
+        *) echo "demo.sh: unknown argument $arg; use [claude-code|python-repo|node-repo] [--distributed]" >&2; exit 2 ;;
     esac
 done
 bash "$ROOT/scripts/setup.sh"
 VENV="${RAAS_VENV:-$ROOT/.venv}"
 RAAS="$VENV/bin/raas"
 PROJECT="$ROOT/examples/$EXAMPLE"
-SCRIPT="$ROOT/examples/scripts/$EXAMPLE.json"
+# RAAS_DEMO_SCRIPT: another script for the scripted model (the tests slow the demo down with one).
+SCRIPT="${RAAS_DEMO_SCRIPT:-$ROOT/examples/scripts/$EXAMPLE.json}"
 RUN_DIR="${RAAS_DEMO_DIR:-$ROOT/.data/demo}"
 mkdir -p "$RUN_DIR/logs"
 
@@ -61,6 +68,16 @@ if [ -z "${ANTHROPIC_API_KEY:-}" ]; then
         >"$RUN_DIR/logs/scripted-model.log" 2>&1
     export ANTHROPIC_BASE_URL="http://127.0.0.1:$MODEL_PORT"
     wait_for "$ANTHROPIC_BASE_URL/_scripted/health"
+fi
+
+if [ "$EXAMPLE" = python-repo ]; then  # the package index its setup installs from
+    start "$VENV/bin/python" "$ROOT/examples/scripts/python_index.py" --port 38765 \
+        >"$RUN_DIR/logs/python-index.log" 2>&1
+    wait_for "http://127.0.0.1:38765/simple/tinyslug/"
+fi
+
+if [ "$EXAMPLE" = node-repo ]; then  # its base image: the sandbox image with node and npm
+    bash "$ROOT/examples/scripts/node_image.sh"
 fi
 
 if [ "$MODE" != "--distributed" ]; then

@@ -53,13 +53,34 @@ start_redis() {
 }
 
 start_docker() {
-    if docker info >/dev/null 2>&1; then return 0; fi
+    if docker info >/dev/null 2>&1; then
+        default_bridge_present && return 0
+        # The engine's default network names a bridge device that is gone (another dockerd in this
+        # network namespace started with --bridge=none deletes docker0): image builds and
+        # containers on it fail until the engine recreates it, which it does when it starts.
+        say "the Docker engine's default bridge ($(default_bridge_name)) is missing: restarting the engine"
+        local pid
+        pid="$(cat /var/run/docker.pid 2>/dev/null || true)"
+        [ -n "$pid" ] || die "the default bridge is missing and the engine's pid is unknown (/var/run/docker.pid): restart dockerd"
+        kill "$pid" || true
+        for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    fi
     command -v dockerd >/dev/null || apt_install docker.io
     say "starting the Docker engine"
     mkdir -p /var/log
     nohup dockerd >/var/log/raas-dockerd.log 2>&1 &
     for _ in $(seq 60); do docker info >/dev/null 2>&1 && return 0; sleep 1; done
     die "the Docker engine did not start; see /var/log/raas-dockerd.log"
+}
+
+default_bridge_name() {
+    docker network inspect bridge --format '{{index .Options "com.docker.network.bridge.name"}}' 2>/dev/null
+}
+
+default_bridge_present() {
+    local name
+    name="$(default_bridge_name)"
+    [ -z "$name" ] || ip link show "$name" >/dev/null 2>&1
 }
 
 python_env() {
@@ -78,7 +99,7 @@ python_env() {
     fi
 }
 
-apt_install git curl ca-certificates debootstrap iproute2 postgresql-client redis-tools docker-compose chromium
+apt_install git curl ca-certificates debootstrap iproute2 postgresql-client redis-tools docker-compose chromium docker-registry haproxy
 start_postgres
 start_redis
 start_docker

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The test command: sets up whatever is missing, then runs lint, types, the import rules, dead code and every test
-# (unit, integration, docker, e2e) against real Postgres, Redis and Docker.
+# (unit, integration, docker, e2e, and the short chaos soak) against real Postgres, Redis and Docker.
+# With arguments, it runs pytest with them (and no chaos soak): `bash scripts/test.sh -m unit`.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 VENV="${RAAS_VENV:-$ROOT/.venv}"
-echo "== ruff"; "$VENV/bin/ruff" check . && "$VENV/bin/ruff" format --check .
+echo "== ruff"; "$VENV/bin/ruff" check .; "$VENV/bin/ruff" format --check .
 echo "== mypy"; "$VENV/bin/mypy"
 echo "== import rules"; "$VENV/bin/lint-imports" --no-cache
 echo "== dead code"; "$VENV/bin/vulture"
@@ -22,4 +23,20 @@ echo "== pytest"
 # RAAS_TEST_WORKERS=0, or -n 0 / -p no:xdist among the arguments, runs them in one process.
 PARALLEL=(-n "${RAAS_TEST_WORKERS:-3}" --dist load --maxschedchunk 1)
 case " $* " in *" no:xdist "* | *" -pno:xdist "*) PARALLEL=() ;; esac
-exec "$VENV/bin/pytest" "${PARALLEL[@]}" "$@"
+if [ $# -gt 0 ]; then exec "$VENV/bin/pytest" "${PARALLEL[@]}" "$@"; fi
+# The whole run also runs the short chaos soak (tests/chaos, docs/faults.md): three minutes of
+# faults on a cluster of its own — its own Postgres, Redis, object store and dockerd (in a network
+# namespace of its own), so it touches nothing the other tests use and runs beside them instead
+# of adding its minutes to theirs. Its output goes to a log, printed when it ends.
+CHAOS_LOG="$(mktemp /tmp/raas-chaos-short.XXXXXX.log)"
+"$VENV/bin/pytest" -p no:xdist -p no:cacheprovider -m chaos tests/chaos -s -q >"$CHAOS_LOG" 2>&1 &
+CHAOS_PID=$!
+status=0
+# --durations: the slowest tests, so a run that creeps toward the 25-minute ceiling says where.
+"$VENV/bin/pytest" "${PARALLEL[@]}" --durations=30 || status=$?
+echo "== chaos soak (short; it ran beside the tests above)"
+chaos=0
+wait "$CHAOS_PID" || chaos=$?
+cat "$CHAOS_LOG"
+[ "$chaos" -eq 0 ] || { echo "the chaos soak failed (exit $chaos); its log: $CHAOS_LOG"; status=1; }
+exit "$status"

@@ -1,15 +1,18 @@
-"""The budget gate (DESIGN.md rule 1): reservations and settlements in one ledger.
+"""The budget's statements (DESIGN.md rule 1): reservations and settlements in one ledger.
 
-Every LLM call is preceded by a reservation of its worst-case cost, taken with one conditional
-UPDATE that succeeds only while some budget remains (it works on Postgres and SQLite alike),
-and followed by a settlement to the real cost. Since no one can reserve while the remainder is
-spoken for, the final spend is at most the limit plus one call's cost, however many workers run.
+Every model call is preceded by a reservation of its worst-case cost, taken with one conditional
+UPDATE that succeeds only while the remainder pays all of it (it works on Postgres and SQLite
+alike), and followed by a settlement to the real cost, which is never above the worst case. So
+``spent + reserved <= limit`` holds after every statement, however many workers run, and the
+final spend is at most the limit. The worker's one road here is :class:`workers.ledger.CallLedger`
+(which lowers a call's output limit to what the remainder pays, down to
+:data:`FLOOR_OUTPUT_TOKENS`); the coordinator's is :func:`admit`, the iteration's first hold.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 
 from sqlalchemy import Connection, Engine, bindparam, exists, insert, literal, select, true, update
 from sqlalchemy.orm import Session
@@ -23,26 +26,62 @@ MILLION = Decimal(1_000_000)
 BELOW_A_MICRODOLLAR = Decimal("0.0000005")
 # The largest limit the money columns hold.
 MAX_LIMIT_USD = Decimal("99999999")
-# What the coordinator assumes of a first call's input before it has seen one.
+# What the coordinator assumes of a first call's input before it has seen one, and the least a
+# call is assumed to send when sizing the smallest call a budget must pay.
 DEFAULT_INPUT_TOKENS = 4_000
+# The smallest answer worth asking for: below it a call is refused rather than sent with a
+# limit too low to do anything, and the project pauses ``budget_exceeded``.
+FLOOR_OUTPUT_TOKENS = 1_024
+MICRODOLLAR = Decimal("0.000001")
+
+
+def worst_input_price(price: ModelPrice) -> Decimal:
+    """The most one input token can cost: written to the cache, read, or plain."""
+    return max(price.input, price.cache_write_price(), price.cache_read_price())
 
 
 def call_estimate_usd(price: ModelPrice, input_tokens: int, max_output_tokens: int) -> Decimal:
-    """The most a call can cost: every input token written to the cache, every output token used."""
-    worst_input = max(price.input, price.cache_write_price(), price.cache_read_price())
-    return ((input_tokens * worst_input + max_output_tokens * price.output) / MILLION).quantize(
-        Decimal("0.000001")
-    )
+    """The most a call can cost: every input token at its dearest, every output token used;
+    rounded up to the money columns' microdollar, so a settlement never exceeds it."""
+    total = input_tokens * worst_input_price(price) + max_output_tokens * price.output
+    return (total / MILLION).quantize(MICRODOLLAR, rounding=ROUND_CEILING)
+
+
+def output_that_fits(
+    price: ModelPrice, input_tokens: int, max_output_tokens: int, affordable: Decimal
+) -> int:
+    """The largest output limit (at most ``max_output_tokens``) whose call's worst case
+    ``affordable`` pays; 0 when not even the input fits."""
+    if call_estimate_usd(price, input_tokens, max_output_tokens) <= affordable:
+        return max_output_tokens
+    left = affordable * MILLION - input_tokens * worst_input_price(price)
+    if left < 0 or price.output <= 0:
+        return 0
+    tokens = min(max_output_tokens, int(left / price.output))
+    while tokens > 0 and call_estimate_usd(price, input_tokens, tokens) > affordable:
+        tokens -= 1  # the rounding up to a microdollar can cost a token
+    return tokens
+
+
+def smallest_call_usd(price: ModelPrice, input_tokens: int = DEFAULT_INPUT_TOKENS) -> Decimal:
+    """What the smallest call worth making costs at most: a first request of ``input_tokens``
+    (the harness's own, :attr:`shared.harnesses.Harness.first_request_tokens`) and a floor-sized
+    answer. A budget below it could pay no call at all."""
+    return call_estimate_usd(price, input_tokens, FLOOR_OUTPUT_TOKENS)
 
 
 # The reservation's rule, one statement for every caller, built once: ``amount`` more on the
-# project's reserved total if any budget remains. (b_ names: a bind named as a column would be
-# SET by the iterations' UPDATE in the gateway's one-statement form below.)
+# project's reserved total if the remainder pays all of it. (b_ names: a bind named as a column
+# would be SET by the iterations' UPDATE in the one-statement form below.)
 _RESERVE = (
     update(Project)
     .where(
         Project.id == bindparam("b_project_id"),
-        Project.budget_limit_usd - Project.spent_usd - Project.reserved_usd > BELOW_A_MICRODOLLAR,
+        Project.budget_limit_usd
+        - Project.spent_usd
+        - Project.reserved_usd
+        - bindparam("b_amount", type_=Money)
+        > -BELOW_A_MICRODOLLAR,
     )
     .values(reserved_usd=Project.reserved_usd + bindparam("b_amount", type_=Money))
     .returning(Project.id)
@@ -54,18 +93,7 @@ _HOLD = (
 )
 
 
-def reserve(session: Session, project_id: str, iteration_id: str | None, amount: Decimal) -> bool:
-    """Reserve ``amount`` if any budget remains; False (and nothing written) when none does."""
-    admitted = session.execute(_RESERVE, {"b_project_id": project_id, "b_amount": amount}).first()
-    if admitted is None:
-        return False
-    if iteration_id is not None:
-        session.execute(_HOLD, {"b_iteration_id": iteration_id, "b_amount": amount})
-    _record_reservation(session, project_id, iteration_id, amount)
-    return True
-
-
-# The gateway's reservation, built once (it is on every harness call's path): ``reserve``'s
+# A call's reservation, built once (it is on every model call's path): the
 # conditional UPDATE that also requires the project to run, then the iteration's hold and the
 # ledger entry: three statements, or on Postgres one (data-modifying CTEs, each fed by the one
 # before, so the project's row is taken before the iteration's, as a settlement takes them).
@@ -97,7 +125,8 @@ def reserve_if_running(
     connection: Connection, project_id: str, iteration_id: str, amount: Decimal
 ) -> bool | None:
     """``reserve`` while the project runs: the check and the reservation in one conditional
-    UPDATE. None (nothing written) when the project no longer runs, False when no budget remains.
+    UPDATE. None (nothing written) when the project no longer runs, False when the remainder
+    does not pay ``amount``.
     """
     if in_one_statement(connection):
         params = {
@@ -130,15 +159,22 @@ def running(connection: Connection, project_id: str) -> bool:
     return connection.scalar(_STATUS, {"project_id": project_id}) == ProjectStatus.RUNNING
 
 
-def admit(session: Session, project: Project, iteration: Iteration, amount: Decimal) -> bool:
-    """``reserve`` for the coordinator, which holds the project's row locked (FOR UPDATE) while
-    it decides: the same rule, checked on the locked row, so the reservation is written with the
-    rest of the transaction rather than by statements of its own (the hand-off waits on them).
+def admit(
+    session: Session, project: Project, iteration: Iteration, amount: Decimal, smallest: Decimal
+) -> bool:
+    """The iteration's first hold, for the coordinator, which holds the project's row locked (FOR
+    UPDATE) while it decides: ``amount`` (its first call's estimate), or what remains when that
+    is less, and nothing at all (False) when what remains cannot pay ``smallest``, the smallest
+    call worth making. Written with the rest of the transaction rather than by statements of its
+    own (the hand-off waits on them); a worker's conditional UPDATE waits for the lock.
 
-    A worker's conditional UPDATE waits for the lock and then sees what was reserved here.
+    The hold is the iteration's own money: its calls draw on it first (the ledger never counts
+    it against them), and what they leave is given back when the iteration ends.
     """
-    if project.budget_limit_usd - project.spent_usd - project.reserved_usd <= BELOW_A_MICRODOLLAR:
+    remaining = project.budget_limit_usd - project.spent_usd - project.reserved_usd
+    if remaining < smallest - BELOW_A_MICRODOLLAR:
         return False
+    amount = min(amount, remaining)
     project.reserved_usd += amount
     iteration.reserved_usd = (iteration.reserved_usd or Decimal(0)) + amount
     _record_reservation(session, project.id, iteration.id, amount)
@@ -236,13 +272,8 @@ def _charge_and_release(
     return row[0], row[1], row[2]
 
 
-def top_up(session: Session, project_id: str, iteration_id: str, amount: Decimal) -> bool:
-    """Make sure the iteration holds at least ``amount`` in reservation (reserving the difference)."""
-    held = session.scalar(select(Iteration.reserved_usd).where(Iteration.id == iteration_id)) or Decimal(0)
-    return held >= amount or reserve(session, project_id, iteration_id, amount - held)
-
-
 def remaining_usd(session: Session, project_id: str) -> Decimal:
+    """What the project's reservations and spending leave of its limit."""
     row = session.execute(
         select(Project.budget_limit_usd - Project.spent_usd - Project.reserved_usd).where(
             Project.id == project_id

@@ -17,13 +17,7 @@ from enum import Enum
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.harnesses import HarnessName
-
-#: The sandbox tools an agent may be given (task_complete and spawn_subagent are added by the engine).
-SANDBOX_TOOLS = ("bash", "read", "write", "edit", "glob", "grep")
-READ_ONLY_TOOLS = ("read", "glob", "grep")
-#: The tools answered from the database (the memory bank, messages between agents): every
-#: category has them unless it says ``coordination = false``.
-COORDINATION_TOOLS = ("memory_write", "memory_read", "memory_search", "send_message")
+from shared.tool_names import BASH, COORDINATION_TOOLS, READ_ONLY_TOOLS, SANDBOX_TOOLS
 
 
 class Role(str, Enum):
@@ -33,6 +27,7 @@ class Role(str, Enum):
     VALIDATOR = "validator"  # runs the project's check command instead of a model: gates a task
     PLANNER = "planner"  # writes the task graph of a planned project (submit_plan)
     RESEARCH = "research"  # reads and reports back (usually parallel, on a copy of the workspace)
+    REVIEWER = "reviewer"  # criticises a builder's iteration (dialectic): read-only, fresh, on a copy
 
 
 class CategoryConfig(BaseModel):
@@ -42,7 +37,8 @@ class CategoryConfig(BaseModel):
     role: Role = Field(
         default=Role.BUILDER,
         description='"builder", "validator" (runs check_command, gates the task), "planner" (writes '
-        'the task graph) or "research": what the engine does with the agent, whatever the name.',
+        'the task graph), "research" or "reviewer" (criticises a builder\'s iteration in the dialectic '
+        "workflow): what the engine does with the agent, whatever the name.",
     )
     model: str | None = Field(default=None, description="Claude model; the project's model when unset.")
     tools: list[str] | None = Field(default=None, description=f"Tools from {', '.join(SANDBOX_TOOLS)}.")
@@ -65,6 +61,15 @@ _RALPH = """Your memory between iterations is the workspace itself (files, notes
 read it first, make progress, and leave notes for the next iteration. Every tool runs inside a
 sandboxed container whose working directory is /workspace."""
 
+_REVIEW = """You are the reviewer of a builder agent's work: a second, independent opinion. You did not
+write this code and you do not change it: your tools only read. The request below names the task and
+the files the builder's last iteration changed; read them (and whatever else you need) in the
+workspace, which holds that iteration's commit. Judge the change against the task and PROMPT.md:
+what is wrong or missing, what would fail a test, what the builder claimed but did not do. Be
+concrete (file, line, why) and brief; say so plainly if the change looks right. Then call
+task_complete with the critique as its summary: the builder's next iteration receives it. The
+project's check command, not you, decides whether the task is done."""
+
 DEFAULT_CATEGORIES: dict[str, CategoryConfig] = {
     "searcher": CategoryConfig(
         description="Finds the files and facts a task needs.",
@@ -77,7 +82,7 @@ DEFAULT_CATEGORIES: dict[str, CategoryConfig] = {
     "analyzer": CategoryConfig(
         description="Works out how a task should be done.",
         role=Role.RESEARCH,
-        tools=[*READ_ONLY_TOOLS, "bash"],
+        tools=[*READ_ONLY_TOOLS, BASH],
         parallel=True,
         prompt="You are an analyzer subagent. Study the workspace and work out how to do:\n{task}\n"
         "Do not change files. Call task_complete with a report: the approach, the risks, the steps.",
@@ -93,7 +98,7 @@ DEFAULT_CATEGORIES: dict[str, CategoryConfig] = {
     "validator": CategoryConfig(
         description="Runs the project's check command and gates completion.",
         role=Role.VALIDATOR,
-        tools=["bash", *READ_ONLY_TOOLS],
+        tools=[BASH, *READ_ONLY_TOOLS],
         prompt="You are a validator. Check that this task is really done:\n{task}\n"
         "Call task_complete only if it is.",
     ),
@@ -104,6 +109,14 @@ DEFAULT_CATEGORIES: dict[str, CategoryConfig] = {
         prompt="You are the planner. Study the workspace and PROMPT.md, then call submit_plan with the "
         "objectives, the exit criteria and the tasks (ids, titles, descriptions, categories, depends_on). "
         "Tasks that depend on nothing run first, in parallel.\n{task}",
+    ),
+    "reviewer": CategoryConfig(
+        description="Criticises a builder's iteration against its task (the dialectic workflow).",
+        role=Role.REVIEWER,
+        tools=list(READ_ONLY_TOOLS),
+        parallel=True,
+        coordination=False,
+        prompt=_REVIEW,
     ),
 }
 

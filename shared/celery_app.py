@@ -19,9 +19,19 @@ from shared.settings import Settings, get_settings
 RUN_ITERATION = "raas.run_iteration"
 ADVANCE_PROJECT = "raas.advance_project"
 DELIVER = "raas.deliver"  # a delivery (orchestrator.delivery), run by the coordinator
+EVAL_VERIFY = "raas.eval_verify"  # an eval attempt's hidden test (workers.evaluation), on a worker
+EVAL_CHECK = "raas.eval_check"  # one task of raas eval check --remote (workers.evaluation), on a worker
 
 COORDINATOR_QUEUE = "coordinator"
 ITERATIONS_QUEUE = "iterations"
+WORKER_QUEUE_PREFIX = "worker."
+
+
+def worker_queue(worker: str) -> str:
+    """The queue only ``worker`` (a Celery node name) consumes, beside the shared one: where a
+    task's next iteration goes first, to the worker holding the task's container."""
+    return WORKER_QUEUE_PREFIX + worker
+
 
 # Above the longest iteration's hard time limit, or Redis redelivers a running iteration
 # to a second worker (celery#5935).
@@ -84,6 +94,8 @@ def make_celery(settings: Settings | None = None) -> Celery:
             RUN_ITERATION: {"queue": ITERATIONS_QUEUE},
             ADVANCE_PROJECT: {"queue": COORDINATOR_QUEUE},
             DELIVER: {"queue": COORDINATOR_QUEUE},
+            EVAL_VERIFY: {"queue": ITERATIONS_QUEUE},
+            EVAL_CHECK: {"queue": ITERATIONS_QUEUE},
         },
         task_time_limit=ITERATION_TIME_LIMIT_S,
         broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_S},

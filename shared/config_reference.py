@@ -104,9 +104,9 @@ def reference() -> str:
             "### raas.toml (per project)",
             "",
             "Tables are written `[name]`; `[[tasks]]` entries have `id`, `title`, `description`, "
-            "`category`, `depends_on` and `kind` (`work`, or `group`: no agent works it, it completes "
-            f"when its dependencies have); {_CATEGORY_KEYS}; {_harness_keys()}; `[pricing.MODEL]` is a "
-            "keyed table.",
+            "`category`, `depends_on` and `kind` (`work`; `group`: no agent works it, it completes "
+            "when its dependencies have; `approval`: it waits for a person, as `[approvals]` says); "
+            f"{_CATEGORY_KEYS}; {_harness_keys()}; `[pricing.MODEL]` is a keyed table.",
             "",
             raas_toml_table(),
             END,

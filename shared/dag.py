@@ -24,6 +24,9 @@ class TaskKind(str, Enum):
     GROUP = "group"
     """No work of its own (a SCUD parent task): complete when the tasks it depends on are, never
     given to an agent."""
+    APPROVAL = "approval"
+    """A person's decision (``raas approve``): ready, the project waits for it without a worker;
+    approved, it is complete; rejected, the tasks it depends on go back to their builders."""
 
 
 class TaskSpec(BaseModel):
@@ -42,7 +45,8 @@ class TaskSpec(BaseModel):
     depends_on: list[str] = Field(default_factory=list)
     """Ids of the tasks that must complete before this one starts."""
     kind: TaskKind = TaskKind.WORK
-    """`work`, or `group`: no agent works it; it completes when its dependencies have."""
+    """`work`; `group`: no agent works it, it completes when its dependencies have; `approval`: it
+    waits for a person ([approvals] sets its deadline, default and approvers)."""
 
 
 def validate_dag(tasks: Sequence[TaskSpec]) -> None:

@@ -36,6 +36,7 @@ class ProjectStarted(EventData):
 
 class ProjectPaused(EventData):
     TYPE = events.PROJECT_PAUSED
+    NOTIFY = True
     reason: PauseReason
     """What resuming waits for."""
     message: str
@@ -48,16 +49,19 @@ class ProjectResumed(EventData):
 
 class ProjectStopped(EventData):
     TYPE = events.PROJECT_STOPPED
+    NOTIFY = True
     reason: str
 
 
 class ProjectCompleted(EventData):
     TYPE = events.PROJECT_COMPLETED
+    NOTIFY = True
     tasks: int
 
 
 class ProjectFailed(EventData):
     TYPE = events.PROJECT_FAILED
+    NOTIFY = True
     reason: str
     task: str
 
@@ -128,6 +132,7 @@ class LlmRetry(EventData):
 
 class BudgetWarning(EventData):
     TYPE = events.BUDGET_WARNING
+    NOTIFY = True
     spent_usd: Decimal
     limit_usd: Decimal
 
@@ -263,6 +268,83 @@ class DeliveryFailed(EventData):
     reason: str
 
 
+class PersonSaid(EventData):
+    """A person said something to the project's agent (``raas say``): shown as from a person."""
+
+    TYPE = events.PERSON_SAID
+    message_id: str
+    author: str
+    text: str
+    agent: str | None = None
+    """The agent it is for; None: the first agent of the project to reach a turn boundary."""
+    now: bool = False
+
+
+class ApprovalWaiting(EventData):
+    """An approval waits for a person (``raas approve ID``); at its deadline, its default applies."""
+
+    TYPE = events.APPROVAL_WAITING
+    NOTIFY = True
+    approval_id: str
+    point: Literal["task", "plan", "diff", "spend"]
+    title: str
+    deadline: IsoDatetime | None = None
+    default: Literal["approve", "reject", "pause"]
+
+
+class ApprovalDecided(EventData):
+    TYPE = events.APPROVAL_DECIDED
+    approval_id: str
+    decision: Literal["approved", "rejected", "paused"]
+    by: str
+    """A token's name, or "deadline" when the default action applied."""
+    comment: str | None = None
+
+
+class ProjectDelivered(EventData):
+    """The run ended with its pull request open; with ``following`` its checks and reviews start rounds."""
+
+    TYPE = events.PROJECT_DELIVERED
+    pull_request: int
+    url: str
+    following: bool
+
+
+class RoundStarted(EventData):
+    TYPE = events.ROUND_STARTED
+    round: int
+    max_rounds: int
+    trigger: Literal["check_failed", "review"]
+    summary: str
+    """What started it, on one line (a check's name, a reviewer's comment count): untrusted text."""
+
+
+class RoundFinished(EventData):
+    TYPE = events.ROUND_FINISHED
+    round: int
+    sha: str | None = None
+    replies: int = 0
+    cost_usd: Decimal | None = None
+
+
+class FollowEnded(EventData):
+    TYPE = events.FOLLOW_ENDED
+    reason: Literal["merged", "closed", "max_rounds", "budget", "timeout", "project"]
+    detail: str
+
+
+class TriggerRefused(EventData):
+    """A trigger's delivery asked for a run its limits refuse (a day's budget, runs per hour or day, the
+    tenant's total): recorded on the run's project, which is created failed and never started."""
+
+    TYPE = events.TRIGGER_REFUSED
+    NOTIFY = True
+    trigger_id: str
+    trigger: str
+    run_id: str
+    reason: str
+
+
 #: Every event type's payload model, by type.
 PAYLOADS: dict[str, type[EventData]] = {
     model.TYPE: model
@@ -272,9 +354,15 @@ PAYLOADS: dict[str, type[EventData]] = {
         AgentOutputChunk, AgentToolCall, ToolExecuted, LlmRetry, BudgetWarning, BudgetExceeded,
         ApiKeyRequired, PromptUpdated, BudgetChanged, Trip, SubagentSpawned, TaskValidated,
         RateLimitWait, NoWorkers, WorkersBack, MemoryWritten, MessageSent, DeliveryPushed,
-        PullRequestOpened, PullRequestUpdated, DeliveryFailed,
+        PullRequestOpened, PullRequestUpdated, DeliveryFailed, TriggerRefused, PersonSaid, ApprovalWaiting,
+        ApprovalDecided, ProjectDelivered, RoundStarted, RoundFinished, FollowEnded,
     )
 }  # fmt: skip
+
+
+#: The event types people may subscribe to (``raas notify add --events``): those whose model says
+#: ``NOTIFY``. A new type joins by saying so in its model.
+NOTIFIABLE: tuple[str, ...] = tuple(sorted(t for t, model in PAYLOADS.items() if model.NOTIFY))
 
 
 def payload(event: EventOut) -> EventData | None:

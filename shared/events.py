@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
+from shared import notifications
 from shared.db import session_scope, survives_restarts
 from shared.models import Event, Project, utcnow
 from shared.schemas import EventOut
@@ -57,9 +58,23 @@ DELIVERY_PUSHED = "delivery_pushed"
 PULL_REQUEST_OPENED = "pull_request_opened"
 PULL_REQUEST_UPDATED = "pull_request_updated"
 DELIVERY_FAILED = "delivery_failed"
+# The team loop (DESIGN.md rule 13): a person spoke to an agent; an approval waits, and was
+# decided; the project is delivered and follows its pull request; a round of CI or review
+# feedback started and finished; the follow ended (merged, closed, a cap).
+PERSON_SAID = "person_said"
+APPROVAL_WAITING = "approval_waiting"
+APPROVAL_DECIDED = "approval_decided"
+PROJECT_DELIVERED = "project_delivered"
+ROUND_STARTED = "round_started"
+ROUND_FINISHED = "round_finished"
+FOLLOW_ENDED = "follow_ended"
+
+# A trigger refused a run its limits do not allow (issue #24): recorded on the refused run's
+# project, which is never started.
+TRIGGER_REFUSED = "trigger_refused"
 
 #: A follower stops after one of these.
-TERMINAL_EVENTS = frozenset({PROJECT_COMPLETED, PROJECT_FAILED, PROJECT_STOPPED})
+TERMINAL_EVENTS = frozenset({PROJECT_COMPLETED, PROJECT_FAILED, PROJECT_STOPPED, PROJECT_DELIVERED})
 
 
 class EventData(BaseModel):
@@ -68,6 +83,9 @@ class EventData(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     TYPE: ClassVar[str]
+    #: Whether people may subscribe to this type: each one recorded then becomes a notification
+    #: per matching subscription, in the same transaction (shared.notifications).
+    NOTIFY: ClassVar[bool] = False
 
     def data(self) -> dict[str, Any]:
         """The payload as stored and sent: JSON, without the fields its writer left out."""
@@ -137,6 +155,8 @@ def record(
         ts=utcnow(),
     )
     session.connection().execute(_INSERT, event.model_dump())
+    if payload.NOTIFY:
+        notifications.fan_out(session, event)
     return event
 
 

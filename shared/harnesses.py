@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -32,6 +33,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.errors import InvalidInput
+from shared.tool_names import SANDBOX_TOOLS, TASK_COMPLETE
 
 HarnessName = Literal["api", "claude-code", "codex", "opencode"]
 HARNESS_NAMES: tuple[str, ...] = get_args(HarnessName)
@@ -67,6 +69,14 @@ class Harness:
     #: config key limiting its own tools (``enabled_tools`` is for MCP servers' only), so it is
     #: refused there rather than ignored.
     limits_tools: bool = True
+    #: The model API it speaks, the only one its gateway lease answers (with ``count_tokens`` for
+    #: the Messages API): Codex 0.169.0 speaks only OpenAI's Responses API.
+    api: Literal["messages", "responses"] = "messages"
+    #: What its first request's input is bounded by (measured with the pinned binary against the
+    #: scripted model, tests/integration/test_budget_harnesses.py): the provider's count for the
+    #: Messages API, the request's size for the Responses API, which has no count here. A budget
+    #: that cannot pay it with a floor-sized answer is refused at submission.
+    first_request_tokens: int = 4_000
 
     @property
     def npm_spec(self) -> str:
@@ -87,10 +97,9 @@ class Harness:
         return cache / self.cache_dir_name / self.binary
 
 
-# Our shell and file tools (shared.categories.SANDBOX_TOOLS, through the CLI's own), and
-# completion through the completion marker; no engine tools. Spelt here because shared.categories
-# imports this module (for HarnessName); a unit test keeps them equal.
-CLI_TOOLS = ("bash", "read", "write", "edit", "glob", "grep", "task_complete")
+# Our shell and file tools (through the CLI's own), and completion through the completion
+# marker; no engine tools.
+CLI_TOOLS = (*SANDBOX_TOOLS, TASK_COMPLETE)
 
 HARNESSES: dict[str, Harness] = {
     h.name: h
@@ -102,6 +111,7 @@ HARNESSES: dict[str, Harness] = {
             binary="claude",
             prints="2.1.330 (Claude Code)",
             tools=CLI_TOOLS,
+            first_request_tokens=22_300,  # ~89 KB: its system prompt and tools
         ),
         Harness(
             name="codex",
@@ -116,6 +126,8 @@ HARNESSES: dict[str, Harness] = {
             # not found" and offers no apply_patch. Priced in shared.pricing.
             default_model="gpt-5.5",
             limits_tools=False,
+            api="responses",
+            first_request_tokens=42_000,  # ~41 KB, bounded by its size (+512)
         ),
         Harness(
             name="opencode",
@@ -124,6 +136,7 @@ HARNESSES: dict[str, Harness] = {
             binary="bin/opencode",
             prints="1.18.33",
             tools=CLI_TOOLS,
+            first_request_tokens=8_600,  # ~34 KB
         ),
     )
 }
@@ -204,9 +217,9 @@ def check_binary(name: str, cache: Path) -> Path:
     return path
 
 
-def check_binaries(names: set[str] | list[str], cache: Path) -> dict[str, Path]:
-    """:func:`check_binary` for each CLI harness in ``names`` (``api`` needs none)."""
-    return {name: check_binary(name, cache) for name in sorted(names) if name != "api"}
+def check_binaries(names: Iterable[str], cache: Path) -> dict[str, Path]:
+    """:func:`check_binary` for each harness in ``names`` that has a binary (``api`` has none)."""
+    return {name: check_binary(name, cache) for name in sorted(names) if name in HARNESSES}
 
 
 def installed(cache: Path) -> dict[str, str | None]:

@@ -6,7 +6,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from shared.models import (
     AgentStatus,
@@ -64,10 +64,11 @@ class ProjectOut(_FromRow):
     id: str
     name: str
     status: ProjectStatus
-    # Read from the row's ``status_line`` ("budget_exceeded: spent $…"), as the API has always
-    # said it; from JSON, from ``status_reason`` itself.
-    status_reason: str | None = Field(validation_alias=AliasChoices("status_line", "status_reason"))
+    status_reason: str | None
+    """Why it is paused, failed or stopped, in words (``spent $0.1012 of $0.10``). A pause's code is
+    ``pause_reason``, never repeated here (until issue #22 a pause's words began with it)."""
     pause_reason: PauseReason | None = None
+    """What a paused project waits for, as a code (``budget_exceeded``); None unless paused."""
     workspace_sha: str | None
     budget_limit_usd: Decimal
     spent_usd: Decimal

@@ -53,6 +53,14 @@ class Settings(BaseSettings):
         default=True,
         description="Whether projects may set [sandbox] network = true (turn off for untrusted tenants).",
     )
+    snapshot_registry: str | None = Field(
+        default=None,
+        pattern=r"^$|^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+$",
+        description="Repository in a registry for environment snapshots (e.g. 127.0.0.1:5000/raas-env): a "
+        "worker pushes each snapshot it builds there and pulls one it lacks before running a setup; a "
+        "failing registry is logged and the setup runs locally. Logins: docker's own (`docker login`). "
+        "Unset or empty: each worker host builds its own.",
+    )
     harness_cache: Path = Field(
         default=Path("/var/cache/constellation/harnesses"),
         description="Where scripts/install-harnesses.sh puts the pinned agent CLIs (one NAME-VERSION "
@@ -65,6 +73,19 @@ class Settings(BaseSettings):
     )
     warm_pool_size: int = Field(
         default=0, ge=0, description="Pre-started sandboxes per worker process (0: start one per iteration)."
+    )
+    task_container_idle_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="How long a task's container waits, idle, for the task's next iteration on the same "
+        "worker process, which then reuses it (same filesystem, fresh agent context); 0: every iteration "
+        "starts a container of its own.",
+    )
+    route_wait_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="How long a task's next iteration waits on the queue of the worker holding the task's "
+        "container before any worker may take it from the shared queue.",
     )
     sandbox_engine_calls: int | None = Field(
         default=None,
@@ -114,9 +135,26 @@ class Settings(BaseSettings):
         default=3, description="An iteration whose worker died this many times is failed, not re-run."
     )
     requeue_after_s: float = Field(
-        default=300.0, description="A queued iteration not started after this is sent to the broker again."
+        default=300.0,
+        description="A queued iteration not started after this (or a pending delivery not done) is sent to "
+        "the broker again. A coordinator that starts sends them all at once: their messages may have been "
+        "lost with the one before it.",
     )
     reconcile_interval_s: float = Field(default=10.0, description="How often the reconcile loop runs.")
+    lease_s: float = Field(
+        default=10.0,
+        ge=1,
+        description="How long a coordinator replica holds the reconcile lease without renewing it (it renews "
+        "every quarter of this). When its holder dies, another replica takes the lease within 1.25 times "
+        "this and starts with a resuming pass.",
+    )
+    drain_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="How long a stopping coordinator keeps answering, with GET /readyz at 503, so that its "
+        "load balancer stops sending it requests first (a few health-check intervals; compose.yaml and "
+        "the Kubernetes manifests set it).",
+    )
     sandbox_sweep_interval_s: float = Field(
         default=30.0,
         gt=0,
@@ -128,6 +166,14 @@ class Settings(BaseSettings):
         ge=0,
         description="Iterations waiting this long with no live worker on the iterations queue are "
         "reported: a no_workers event, a line in `raas status`, the raas_projects_waiting_for_worker gauge.",
+    )
+    llm_retry_budget_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="How long a model call of the built-in loop keeps retrying after its first failure "
+        "(attempts and waits together; at most 10 attempts either way) before its iteration fails, so a "
+        "model that stays unreachable reaches the circuit breaker in minutes. Each retry is an llm_retry "
+        "event; the iteration's error says how many attempts were made.",
     )
     rate_requests_per_minute: int | None = Field(
         default=None, description="The API key's request limit, enforced across all workers."
@@ -150,6 +196,61 @@ class Settings(BaseSettings):
     )
     secret_key_file: Path | None = Field(
         default=None, description="A file holding that key instead (e.g. a mounted Kubernetes secret)."
+    )
+    approval_link_secret: SecretStr | None = Field(
+        default=None,
+        description="The key that signs the approve/reject links in an approval's notification; unset: "
+        "one derived from RAAS_API_TOKEN. Changing it voids the links already sent.",
+    )
+    approval_link_ttl_s: float = Field(
+        default=72 * 3600.0,
+        gt=0,
+        description="How long an approval link in a notification works (it works once: the approval is "
+        "decided once).",
+    )
+    notify_interval_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="How often a coordinator's notification sender looks for notifications due "
+        "(`raas notify`).",
+    )
+    notify_backoff_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How long a notification waits after its first failed attempt; the wait doubles after "
+        "each further one, up to RAAS_NOTIFY_BACKOFF_MAX_S.",
+    )
+    notify_backoff_max_s: float = Field(
+        default=3600.0, gt=0, description="The longest wait between two attempts of a notification."
+    )
+    notify_retry_for_s: float = Field(
+        default=86400.0,
+        gt=0,
+        description="How long after its event a notification is still tried; then it is given up (failed).",
+    )
+    notify_pause_after: int = Field(
+        default=15,
+        ge=1,
+        description="Failed attempts in a row after which a subscription's endpoint counts as dead: it is "
+        "paused (`raas notify ls` says why) until `raas notify resume`.",
+    )
+    dashboard_idle_s: float = Field(
+        default=7200.0,
+        gt=0,
+        description="How long a dashboard session may go unused before it ends (the next request "
+        "asks to sign in again); signing out ends it at once.",
+    )
+    workspace_store: str | None = Field(
+        default=None,
+        pattern=r"^$|^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9._/-]*)?$",
+        description="Where the coordinators keep the projects' workspaces: s3://bucket/prefix (an "
+        "S3-compatible object store every replica reaches; credentials from the usual AWS_* "
+        "variables), the data directory's disk only a cache. Unset: the local directory "
+        "RAAS_DATA_DIR/workspaces (one coordinator; the embedded mode always uses it).",
+    )
+    s3_endpoint_url: str | None = Field(
+        default=None,
+        description="The object store's URL for RAAS_WORKSPACE_STORE (MinIO, R2, Ceph...); unset: AWS S3.",
     )
     # Read the way the SDK reads them: no RAAS_ prefix.
     anthropic_api_key: SecretStr | None = Field(
@@ -181,7 +282,9 @@ class Settings(BaseSettings):
         "new directory under the system's temporary directory.",
     )
 
-    @field_validator("anthropic_base_url", "openai_base_url", mode="before")
+    @field_validator(
+        "anthropic_base_url", "openai_base_url", "workspace_store", "s3_endpoint_url", mode="before"
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # compose passes ANTHROPIC_BASE_URL= through; the SDK would take "" for an address.
@@ -189,6 +292,10 @@ class Settings(BaseSettings):
 
     def workspaces_dir(self) -> Path:
         return self.data_dir / "workspaces"
+
+    def workspace_cache_dir(self) -> Path:
+        """Where a coordinator with RAAS_WORKSPACE_STORE keeps its copies: a cache it can lose."""
+        return self.data_dir / "workspace-cache"
 
     def scratch_dir(self) -> Path:
         return self.data_dir / "scratch"

@@ -1,5 +1,9 @@
 """``raas worker``: a Celery worker on the ``iterations`` queue, plus its sandbox sweeper.
 
+It also consumes a queue of its own, ``worker.<node name>``: the coordinator sends a task's next
+iteration there first, since this worker may hold the task's container (workers/sandbox/keeper.py),
+and to the shared queue a moment later.
+
 Two pools. ``threads`` (the default) runs ``--concurrency`` iterations as threads of one
 process: an iteration spends nearly all its time waiting (the model's stream, a command in its
 container, git), so one process of ~150 MiB holds as many as the host's containers allow. Its
@@ -22,25 +26,31 @@ import threading
 from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
+from celery.utils.nodenames import default_nodename, host_format
 
-from shared.celery_app import ITERATIONS_QUEUE, run_worker_main
+from shared.celery_app import ITERATIONS_QUEUE, run_worker_main, worker_queue
 from shared.db import size_pools
 from shared.errors import InvalidInput
 from shared.harnesses import HARNESS_NAMES, check_binaries, installed
 from shared.settings import Settings, get_settings
-from workers.sandbox.sweeper import sweep_forever
+from workers.sandbox.keeper import remove_predecessors
+from workers.sandbox.sweeper import cluster_id, sweep_forever
 
 log = logging.getLogger(__name__)
 POOLS = ("threads", "prefork")
 DEFAULT_POOL = "threads"
 
 _stop_sweeping = threading.Event()
-_runnable: list[str] = ["api"]  # what check_harnesses found, for the worker_ready log line
+_runnable: list[str] = []  # what check_harnesses found, for the worker_ready log line
 
 
 @worker_ready.connect
-def _start_sweeper(**_kwargs: Any) -> None:
-    interval = get_settings().sandbox_sweep_interval_s
+def _start_sweeper(sender: Any = None, **_kwargs: Any) -> None:
+    settings = get_settings()
+    interval = settings.sandbox_sweep_interval_s
+    hostname = getattr(sender, "hostname", None)
+    if hostname:  # a previous run of this worker, killed, answers pings under its name again
+        remove_predecessors(hostname, cluster_id(settings.database_url))
     threading.Thread(
         target=sweep_forever, args=(_stop_sweeping, interval), name="sandbox-sweeper", daemon=True
     ).start()
@@ -100,7 +110,8 @@ def check_harnesses(required: list[str], settings: Settings) -> list[str]:
     for harness, problem in problems.items():
         if problem is not None:
             log.warning("this worker cannot run the %s harness: %s", harness, problem)
-    _runnable[:] = ["api", *(h for h, problem in problems.items() if problem is None)]
+    # A harness with no binary (api) has no problem to find: it runs everywhere.
+    _runnable[:] = [h for h in HARNESS_NAMES if problems.get(h) is None]
     return list(_runnable)
 
 
@@ -121,17 +132,22 @@ def run_worker(
         size_pools(concurrency)
     import workers.tasks  # noqa: F401  (registers run_iteration)
 
+    # As Celery expands it (``%h``, a bare name): the node name iterations record as their worker.
+    hostname = host_format(
+        default_nodename(name or settings.worker_name or f"iterations@{socket.gethostname()}")
+    )
     run_worker_main(
         [
             "worker",
             "--queues",
-            ITERATIONS_QUEUE,
+            # Its own queue too: a task's next iteration is sent there first (its container is here).
+            f"{ITERATIONS_QUEUE},{worker_queue(hostname)}",
             "--pool",
             pool,
             "--concurrency",
             str(concurrency),
             "--hostname",
-            name or settings.worker_name or f"iterations@{socket.gethostname()}",
+            hostname,
             "--loglevel",
             "INFO",
         ]

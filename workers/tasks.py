@@ -15,12 +15,16 @@ from celery.signals import worker_process_shutdown, worker_shutdown
 from shared.celery_app import ADVANCE_PROJECT, COORDINATOR_QUEUE, RUN_ITERATION, app
 from shared.events import RedisBus
 from shared.settings import Settings, get_settings
-from workers import records
+from workers import (
+    evaluation,  # noqa: F401  (registers raas.eval_verify)
+    records,
+)
 from workers.iteration import IterationRunner
 from workers.llm.client import PLACEHOLDER_KEY, close_shared_clients
 from workers.llm.ratelimit import ProviderLimits, RateLimiter, key_fingerprint
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.docker import ENGINE_CALLS
+from workers.sandbox.keeper import TaskContainers
 from workers.sandbox.pool import SandboxPool
 from workers.sandbox.sweeper import cluster_id
 
@@ -46,8 +50,16 @@ def _runner(worker_name: str) -> IterationRunner:
                 worker_name,
                 limiter=_limiter(settings),
                 pool=_pool(settings, worker_name),
+                keeper=_keeper(settings, worker_name),
             )
         return runner
+
+
+def _keeper(settings: Settings, worker_name: str) -> TaskContainers:
+    """Where this process's tasks' containers wait for their next iteration (closed with the runner)."""
+    keeper = TaskContainers(settings.task_container_idle_s, cluster_id(settings.database_url), worker_name)
+    keeper.watch(settings.redis_url)
+    return keeper
 
 
 def _pool(settings: Settings, worker_name: str) -> SandboxPool | None:

@@ -10,7 +10,7 @@ import shutil
 import ssl
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
@@ -18,7 +18,7 @@ from typing import TypeVar
 import httpx
 
 from shared.errors import ServiceUnavailable
-from shared.git import RESULT_REF, git
+from shared.git import RESULT_REF, git, ignore_by_default
 from shared.schemas import WorkspaceReport
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,20 @@ def _emptied(dest: Path) -> Path:
     return dest
 
 
+def _reset_keeping_ignored(dest: Path, gitdir: Path, default_ignore: Sequence[str]) -> None:
+    """``dest`` made the checkout of ``gitdir``'s HEAD except for the files git ignores: what an
+    earlier iteration (or a failed attempt) changed, added or removed is undone, its caches and
+    build outputs stay. The agent's own repository goes: the caller copies it anew."""
+    agent_git = dest / ".git"
+    if agent_git.is_dir() and not agent_git.is_symlink():
+        shutil.rmtree(agent_git)
+    elif agent_git.is_symlink() or agent_git.exists():
+        agent_git.unlink()
+    git(dest, "reset", "-q", "--hard", gitdir=gitdir)
+    ignore_by_default(dest, gitdir, default_ignore)  # after the reset: the commit's .gitignore decides
+    git(dest, "clean", "-q", "-d", "-f", "-f", gitdir=gitdir)
+
+
 def _bundle_tip(bundle: Path, ref: str) -> str:
     """The commit a bundle names for ``ref``, read from its header (``<sha> <ref>`` lines before
     the first empty one): one git process less per iteration."""
@@ -111,8 +125,14 @@ class WorkspaceTransfer:
     def close(self) -> None:
         self._http.close()
 
-    def fetch_workspace(self, project_id: str, dest: Path, gitdir: Path) -> str:
+    def fetch_workspace(
+        self, project_id: str, dest: Path, gitdir: Path, keep_ignored: Sequence[str] | None = None
+    ) -> str:
         """Check the project's workspace out into ``dest``; return the commit it starts from.
+
+        ``keep_ignored`` (the project's default ignores): ``dest`` is a reused task container's
+        workspace and keeps what git ignores there (caches, build outputs); every other file is
+        the commit's, as in a fresh checkout. None: ``dest`` is emptied first.
 
         The worker's own repository is ``gitdir``, outside what the sandbox can write. ``dest``
         gets a repository of its own (``.git``, a copy), for the agent's use; the host never
@@ -157,7 +177,10 @@ class WorkspaceTransfer:
         (heads / RESULT_REF).write_text(base_sha + "\n")
         (gitdir / "HEAD").write_text(f"ref: refs/heads/{RESULT_REF}\n")
         # The files and the host's index in one process; then the agent's own repository.
-        git(_emptied(dest), "reset", "-q", "--hard", gitdir=gitdir)
+        if keep_ignored is None:
+            git(_emptied(dest), "reset", "-q", "--hard", gitdir=gitdir)
+        else:
+            _reset_keeping_ignored(dest, gitdir, keep_ignored)
         _agent_repository(gitdir, dest)
         return base_sha
 

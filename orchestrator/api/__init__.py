@@ -3,6 +3,10 @@
 Every route but those in ``PUBLIC_PATHS`` needs the bearer token, the OpenAPI schema included,
 and the MCP endpoint (``/mcp``, ``mcp_http``) too. Each module of this package holds the routes
 of one concern in its ``router``.
+
+An edge below ``dashboard``, ``service``, ``embedded`` and ``cli``: it may import ``mcp``,
+``queries``, ``transcripts``, ``delivery``, ``scheduling``, ``remotes`` and ``shared``; never
+those above it, nor ``workers``.
 """
 
 from __future__ import annotations
@@ -17,24 +21,44 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
-from orchestrator.api import credentials, ops, projects, transcripts
+from orchestrator.api import (
+    credentials,
+    evals,  # issue #27
+    notifications,
+    ops,
+    projects,
+    team,
+    transcripts,
+    triggers,
+)
 from orchestrator.api.access_log import drop_query_strings
 from orchestrator.api.deps import Context, principal
 from orchestrator.api.mcp_http import McpEndpoint
+from orchestrator.api.pull_requests import router as pull_requests_router  # issue #25
 from orchestrator.scheduling.dispatch import Dispatcher
 from shared.errors import RaasError
 from shared.events import EventBus
 from shared.schemas import ErrorOut
 from shared.settings import Settings
 
-ROUTERS = (projects.router, transcripts.router, ops.router, credentials.router)
+ROUTERS = (
+    projects.router,
+    transcripts.router,
+    ops.router,
+    credentials.router,
+    team.router,
+    notifications.router,
+    triggers.router,
+    evals.router,
+    pull_requests_router,
+)
 
 # The only paths answered without a token; tests/integration/test_tenancy.py walks every route
 # the app serves (mounts included) against this list. /healthz is for load balancers and
 # compose; /metrics is aggregate only (orchestrator.api.ops says why it is open). The OpenAPI
 # schema is not here: it maps every operation, so it needs a token like they do, and FastAPI's
 # /docs and /redoc pages are off (they fetch the schema without one).
-PUBLIC_PATHS = frozenset({"/healthz", "/metrics"})
+PUBLIC_PATHS = frozenset({"/healthz", "/metrics", "/v1/hooks/{trigger_id}"})
 
 
 def _answer(status: int, error: str, detail: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
@@ -91,6 +115,7 @@ def create_app(settings: Settings, dispatcher: Dispatcher, bus: EventBus) -> Fas
         return {"status": "ok"}
 
     app.include_router(ops.public)  # /metrics: no token, see orchestrator.api.ops
+    app.include_router(triggers.hooks)  # /v1/hooks/{trigger_id}: the signature is the token
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(principal)])
     def openapi_schema() -> dict[str, Any]:

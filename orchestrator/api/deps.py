@@ -14,6 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from orchestrator.api.tenants import Principal, authenticate, authorize
 from orchestrator.scheduling.dispatch import Dispatcher
+from orchestrator.workspaces import WorkspaceStore, get_store
 from shared.errors import InvalidInput
 from shared.events import EventBus
 from shared.schemas import ErrorOut
@@ -29,8 +30,8 @@ class Context:
     bus: EventBus
 
     @property
-    def workspaces_dir(self) -> Path:
-        return self.settings.workspaces_dir()
+    def workspaces(self) -> WorkspaceStore:
+        return get_store(self.settings)
 
 
 def context(request: Request) -> Context:

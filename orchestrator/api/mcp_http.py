@@ -97,5 +97,6 @@ class McpEndpoint:
             tenant_id=caller.tenant_id,
             authorize=partial(authorize, caller),
             admit_submission=partial(check_submission_rate, caller),
+            caller=caller.name,
         )
         await self._manager.handle_request({**scope, BACKEND_SCOPE_KEY: backend}, receive, send)

@@ -76,7 +76,7 @@ async def create_project(
         # loop serves the workers' heartbeats and reports meanwhile.
         return await run_in_threadpool(
             submission.create_project,
-            ctx.workspaces_dir,
+            ctx.workspaces,
             body,
             name,
             ctx.bus,
@@ -166,7 +166,7 @@ def project_graph(project_id: str) -> ProjectGraph:
 def project_diff(
     project_id: str, ctx: Ctx, iteration: Annotated[int | None, Query(ge=0, le=INT32_MAX)] = None
 ) -> PlainTextResponse:
-    return PlainTextResponse(projects.project_diff(ctx.workspaces_dir, project_id, iteration))
+    return PlainTextResponse(projects.project_diff(ctx.workspaces, project_id, iteration))
 
 
 @router.get("/projects/{project_id}")
@@ -208,7 +208,7 @@ def project_events(
 def download_workspace(project_id: str, ctx: Ctx) -> FileResponse:
     projects.get_project(project_id)
     tmp = Path(tempfile.mkdtemp(prefix="raas-bundle-")) / "workspace.bundle"
-    workspace.write_bundle(ctx.workspaces_dir, project_id, tmp)
+    workspace.write_bundle(ctx.workspaces.read(project_id), tmp)
     return FileResponse(
         tmp,
         media_type="application/x-git-bundle",
@@ -231,7 +231,7 @@ async def upload_iteration_workspace(
     body = await save_body(request, workspace.MAX_UPLOAD_BYTES)
     try:
         sha, files = advance.accept_workspace(
-            ctx.workspaces_dir,
+            ctx.workspaces,
             project_id,
             iteration_id,
             attempt,

@@ -11,10 +11,10 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
+from orchestrator.scheduling.submission import projects_this_hour
 from shared.db import session_scope
 from shared.errors import Conflict, InvalidInput, NotFound, SubmissionsRateLimited, Unauthorized
 from shared.models import ApiToken, Project, Tenant, utcnow
@@ -27,10 +27,17 @@ class Principal:
     """Who is calling: a tenant, or the cluster itself (tenant_id None)."""
 
     tenant_id: str | None
+    # The tenant's token that called (None: the cluster token); approvals name it.
+    token_id: str | None = None
 
     @property
     def is_cluster(self) -> bool:
         return self.tenant_id is None
+
+    @property
+    def name(self) -> str:
+        """Who it is in an approval, a ``person_said`` event: ``operator`` or ``token:<id>``."""
+        return "operator" if self.token_id is None else f"token:{self.token_id}"
 
 
 def token_hash(token: str) -> str:
@@ -47,11 +54,11 @@ def authenticate(token: str, cluster_token: str) -> Principal:
         return Principal(tenant_id=None)
     if token:
         with session_scope() as session:
-            tenant_id = session.scalar(
-                select(ApiToken.tenant_id).where(ApiToken.token_sha256 == token_hash(token))
-            )
-        if tenant_id is not None:
-            return Principal(tenant_id=tenant_id)
+            found = session.execute(
+                select(ApiToken.tenant_id, ApiToken.id).where(ApiToken.token_sha256 == token_hash(token))
+            ).one_or_none()
+        if found is not None:
+            return Principal(tenant_id=found[0], token_id=found[1])
     msg = "missing or wrong API token; set RAAS_API_TOKEN to your token"
     raise Unauthorized(msg)
 
@@ -69,17 +76,13 @@ def authorize(principal: Principal, project_id: str) -> None:
 
 def check_submission_rate(principal: Principal) -> None:
     """A tenant may create at most its ``submissions_per_hour`` projects in any hour."""
-    if principal.is_cluster:
+    tenant_id = principal.tenant_id
+    if principal.is_cluster or tenant_id is None:
         return
-    since = utcnow() - timedelta(hours=1)
     with session_scope() as session:
-        limit = session.scalar(select(Tenant.submissions_per_hour).where(Tenant.id == principal.tenant_id))
-        recent = session.scalar(
-            select(func.count())
-            .select_from(Project)
-            .where(Project.tenant_id == principal.tenant_id, Project.created_at >= since)
-        )
-    if limit is not None and (recent or 0) >= limit:
+        limit = session.scalar(select(Tenant.submissions_per_hour).where(Tenant.id == tenant_id))
+        recent = projects_this_hour(session, tenant_id, utcnow())
+    if limit is not None and recent >= limit:
         msg = f"this tenant submitted {recent} projects in the last hour (limit {limit}); try again later"
         raise SubmissionsRateLimited(msg)
 

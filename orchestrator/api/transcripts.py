@@ -58,7 +58,7 @@ def final_workspace(project_id: str, ctx: Ctx) -> FileResponse:
     tmp = Path(tempfile.mkdtemp(prefix="raas-tar-"))
     archive = tmp / "workspace.tar"
     try:
-        workspace.write_archive(ctx.workspaces_dir, project_id, archive)
+        workspace.write_archive(ctx.workspaces.read(project_id), archive)
     except Exception:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

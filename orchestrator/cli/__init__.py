@@ -2,6 +2,9 @@
 
 Errors from the core come back as one line on stderr and a non-zero exit code. Commands live in
 the modules of this package, grouped by what they act on, and register themselves on ``app``.
+
+A composition root, the top layer: it may import every package of ``orchestrator``, ``workers``
+(``raas worker``, ``raas scripted-model``) and ``shared``.
 """
 
 from __future__ import annotations
@@ -31,11 +34,31 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of te
 
 
 def api() -> Any:
-    """The coordinator's client, from RAAS_COORDINATOR_URL and RAAS_API_TOKEN."""
+    """The coordinator's client, from RAAS_COORDINATOR_URL and RAAS_API_TOKEN; closed when the
+    command ends (see :func:`_closes_clients`)."""
     from orchestrator.cli.client import ApiClient
 
     settings = get_settings()
-    return ApiClient(settings.coordinator_url, settings.api_token.get_secret_value())
+    client = ApiClient(settings.coordinator_url, settings.api_token.get_secret_value())
+    _OPEN.append(client)
+    return client
+
+
+# The clients the running command made. A process that runs many commands (a test's CliRunner,
+# a program embedding the CLI) would otherwise keep each command's connections open until the
+# garbage collector finds them, and warn of unclosed sockets wherever it then happens to run.
+_OPEN: list[Any] = []
+
+
+@app.callback()
+def _closes_clients(context: typer.Context) -> None:
+    # Every command's root context: its clients are closed when it closes (also on an error).
+    context.call_on_close(_close_clients)
+
+
+def _close_clients() -> None:
+    while _OPEN:
+        _OPEN.pop().close()
 
 
 def print_json(data: Any) -> None:
@@ -60,4 +83,10 @@ from orchestrator.cli import servers  # noqa: E402, F401
 from orchestrator.cli import mcp_stdio  # noqa: E402, F401
 from orchestrator.cli import ops  # noqa: E402, F401
 from orchestrator.cli import credentials  # noqa: E402, F401
+from orchestrator.cli import team  # noqa: E402, F401
+from orchestrator.cli import notify  # noqa: E402, F401
+from orchestrator.cli import triggers  # noqa: E402, F401
+from orchestrator.cli import evals  # noqa: E402, F401
+from orchestrator.cli import pull_requests  # noqa: E402, F401
+from orchestrator.cli import workspaces  # noqa: E402, F401
 # isort: on

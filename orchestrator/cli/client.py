@@ -78,6 +78,12 @@ class ApiClient:
         result: dict[str, Any] = self.request("POST", f"/v1/projects/{project_id}/{verb}")
         return result
 
+    def approve(self, project_id: str, reject: bool, comment: str | None) -> dict[str, Any]:
+        """POST /v1/projects/ID/approve: decide what the project waits for."""
+        body = {"reject": reject, "comment": comment}
+        result: dict[str, Any] = self.request("POST", f"/v1/projects/{project_id}/approve", json=body)
+        return result
+
     def set_prompt(self, project_id: str, prompt: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request(
             "PUT",

@@ -30,4 +30,8 @@ _FOR_STATUS = {
     ProjectStatus.FAILED: ExitCode.FAILED,
     ProjectStatus.STOPPED: ExitCode.FAILED,
     ProjectStatus.PAUSED: ExitCode.PAUSED,
+    # Its pull request is open (and followed): the run did what it was asked.
+    ProjectStatus.DELIVERED: ExitCode.COMPLETED,
+    # ``raas run`` stops where a person must decide (``raas approve``): like a pause, it is not over.
+    ProjectStatus.WAITING_FOR_APPROVAL: ExitCode.PAUSED,
 }

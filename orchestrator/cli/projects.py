@@ -15,10 +15,12 @@ import typer
 from orchestrator.cli import INSPECT, PROJECTS, JsonFlag, api, app, out, print_json
 from orchestrator.cli.exit_codes import ExitCode
 from orchestrator.remotes.clone import parse_remote
+from shared import rounds
 from shared.errors import InvalidInput, ServiceUnavailable
 from shared.event_payloads import (
     AgentOutputChunk,
     AgentToolCall,
+    LlmRetry,
     MemoryWritten,
     MessageSent,
     NoWorkers,
@@ -27,9 +29,10 @@ from shared.event_payloads import (
     payload,
 )
 from shared.events import TERMINAL_EVENTS
-from shared.models import ProjectStatus
-from shared.project_config import ProjectConfig, parse_project_config
+from shared.models import PauseReason, ProjectStatus
+from shared.models.projects import reason_line
 from shared.schemas import EventOut, MemorySizeOut
+from workers.llm.retry import retry_line
 
 
 @app.command(rich_help_panel=PROJECTS)
@@ -52,16 +55,16 @@ def submit(
     start: Annotated[bool, typer.Option(help="Start the project right away.")] = True,
 ) -> None:
     """Upload a project directory (or start from a repository) and start it; print its id."""
-    from orchestrator.scheduling.submission import read_project_files
+    from orchestrator.scheduling.submission import read_config, read_project_files
     from shared.archive import pack_directory, pack_files
 
     if directory is not None and not directory.is_dir():
         msg = f"{directory} is not a directory; pass the project directory"
         raise InvalidInput(msg)
-    if repo is None and directory is not None:
-        repo_from_config = _declared_source(directory)
-        if repo_from_config is not None:
-            repo, ref = repo_from_config, ref or _declared_ref(directory)
+    # The directory's raas.toml, parsed once here (the coordinator parses what it receives once).
+    config = read_config(directory) if directory is not None else None
+    if repo is None and config is not None and config.source.repo is not None:
+        repo, ref = config.source.repo, ref or config.source.ref
     client = api()
     if repo is not None:
         # Checked here too: a URL carrying a password must not travel (nor land in an access log).
@@ -73,7 +76,8 @@ def submit(
         if directory is None or prompt_file is not None or ref is not None:
             msg = "pass a project directory, or --repo URL (with --ref and --prompt-file if needed)"
             raise InvalidInput(msg)
-        read_project_files(directory)  # the same checks the coordinator makes, before any upload
+        # The same checks the coordinator makes, before any upload.
+        read_project_files(directory, config)
         project = client.create_project(pack_directory(directory), directory.resolve().name)
     if start:
         project = client.start_project(project["id"])
@@ -83,25 +87,10 @@ def submit(
         sys.stdout.write(project["id"] + "\n")
 
 
-def _declared_config(directory: Path) -> ProjectConfig | None:
-    path = directory / "raas.toml"
-    return parse_project_config(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def _declared_source(directory: Path) -> str | None:
-    """``[source] repo`` of the directory's raas.toml: the directory then only gives the settings."""
-    config = _declared_config(directory)
-    return config.source.repo if config is not None else None
-
-
-def _declared_ref(directory: Path) -> str | None:
-    config = _declared_config(directory)
-    return config.source.ref if config is not None else None
-
-
 def _repo_overlay(directory: Path | None, prompt_file: Path | None) -> dict[str, str]:
-    """PROMPT.md and raas.toml given on this side for a project from a repository, checked here
-    the way the coordinator checks them; what is missing comes from the repository."""
+    """PROMPT.md and raas.toml given on this side for a project from a repository; what is
+    missing comes from the repository. The prompt is checked here the way the coordinator checks
+    it; raas.toml was, when ``submit`` read it."""
     from orchestrator.scheduling.prompt import PROMPT_FILE, check_prompt
 
     files: dict[str, str] = {}
@@ -116,8 +105,6 @@ def _repo_overlay(directory: Path | None, prompt_file: Path | None) -> dict[str,
         files[PROMPT_FILE] = prompt_file.read_text(encoding="utf-8")
     if PROMPT_FILE in files:
         check_prompt(files[PROMPT_FILE])
-    if "raas.toml" in files:
-        parse_project_config(files["raas.toml"])
     return files
 
 
@@ -128,9 +115,11 @@ def status(project_id: str, as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(project)
         return
+    code = project.get("pause_reason")
+    reason = reason_line(PauseReason(code) if code else None, project["status_reason"])
     out.print(
         f"[bold]{project['name']}[/bold] {project['id']}  status: [bold]{project['status']}[/bold]"
-        + (f" ({project['status_reason']})" if project["status_reason"] else "")
+        + (f" ({reason})" if reason else "")
     )
     out.print(
         f"cost: ${float(project['spent_usd']):.4f} of ${float(project['budget_limit_usd']):.2f}   "
@@ -158,9 +147,14 @@ def status(project_id: str, as_json: JsonFlag = False) -> None:
 
 
 @app.command("ls", rich_help_panel=PROJECTS)
-def list_projects(as_json: JsonFlag = False) -> None:
+def list_projects(
+    as_json: JsonFlag = False,
+    trigger: Annotated[
+        str | None, typer.Option("--trigger", help="Only the runs of this trigger (id or name).")
+    ] = None,
+) -> None:
     """List projects, newest first."""
-    rows = api().projects()
+    rows = api().projects() if trigger is None else api().request("GET", f"/v1/triggers/{trigger}/projects")
     if as_json:
         print_json(rows)
         return
@@ -361,9 +355,21 @@ def format_event(event: EventOut) -> str:
         body = f"{data.key!r} version {data.version}{conflict}: {json.dumps(data.preview)[:160]}"
     elif isinstance(data, MessageSent):
         body = f"to {data.to} ({len(data.recipients)} recipients): {json.dumps(data.text)[:160]}"
+    elif isinstance(data, LlmRetry):
+        # "model unreachable, retry 3 in 4 s (APIConnectionError: ...)": why, which retry, how long
+        body = retry_line(data.reason, data.attempt, data.delay_s) + (
+            f" ({data.error[:160]})" if data.error else ""
+        )
+    elif (line := rounds.describe(data)) is not None:  # a pull request round, the follow
+        body = line
     else:
         body = json.dumps(event.data, default=str)[:300]
     return f"{event.seq:>5} {event.ts:%H:%M:%S} {event.type:<20} {body}"
+
+
+# How long `raas follow` keeps trying to reach a coordinator that went away (restarting, or
+# every replica behind the balancer down) before it gives up.
+FOLLOW_RECONNECT_S = 300.0
 
 
 @app.command(rich_help_panel=INSPECT)
@@ -371,9 +377,11 @@ def follow(project_id: str, as_json: JsonFlag = False) -> None:
     """Print a project's events live, in order, until it ends (reconnecting if the link drops)."""
     client = api()
     last, final = 0, None
-    for attempt in range(30):
+    lost_since: float | None = None
+    while True:
         try:
             for event in client.events(project_id, after=last, follow=True):
+                lost_since = None
                 last = event.seq
                 sys.stdout.write((event.model_dump_json() if as_json else format_event(event)) + "\n")
                 sys.stdout.flush()
@@ -381,7 +389,10 @@ def follow(project_id: str, as_json: JsonFlag = False) -> None:
                     final = event.type
             break
         except ServiceUnavailable:
-            if attempt == 29:
+            # Given up only after FOLLOW_RECONNECT_S without an event, not after a count of tries
+            # over the project's life: each coordinator restart used up tries (chaos soak).
+            lost_since = lost_since if lost_since is not None else time.monotonic()
+            if time.monotonic() - lost_since > FOLLOW_RECONNECT_S:
                 raise
             time.sleep(1)
     if final is None:

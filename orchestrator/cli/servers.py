@@ -82,11 +82,18 @@ def init(directory: Annotated[Path, typer.Argument(help="The new project directo
 def coordinator(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8700,
+    adopt_secret_key: Annotated[
+        bool,
+        typer.Option(
+            help="Record this replica's RAAS_SECRET_KEY as the one every coordinator of the database must "
+            "have (after changing it on all of them); else a replica with another key refuses to start."
+        ),
+    ] = False,
 ) -> None:
-    """Run the coordinator: the HTTP API and the scheduler."""
+    """Run the coordinator (one replica of any number): the HTTP API and the scheduler."""
     from orchestrator.service.server import run_coordinator
 
-    run_coordinator(host, port)
+    run_coordinator(host, port, adopt_secret_key=adopt_secret_key)
 
 
 @app.command(rich_help_panel=SERVICES)

@@ -3,11 +3,17 @@ over the same queries and lifecycle rules as the API, mounted on the coordinator
 ``raas run --ui``.
 
 - ``app``: :func:`mount_dashboard` (routes, static files, security headers, error pages);
-- ``sessions``: sign-in with an API token → a signed cookie, and CSRF tokens;
+- ``sessions``: sign-in with an API token → a session held on the server (it ends on sign-out
+  or when idle) and its cookie, and CSRF tokens;
 - ``pages`` (pages and htmx fragments), ``actions`` (pause, resume, stop, budget, prompt),
-  ``stream`` (server-sent events), ``render`` (Jinja2), ``assets`` (versioned static files).
+  ``triggers`` and ``notifications`` (their pages, pause and resume), ``stream`` (server-sent
+  events), ``downloads`` (workspace, transcript, diffs), ``rounds`` (a project's PR rounds),
+  ``render`` (Jinja2), ``assets`` (versioned static files).
+
+An edge below ``service`` (which mounts it), ``embedded`` and ``cli``: it may import ``api`` and
+every layer below it, and ``shared``; never ``workers``.
 """
 
-from orchestrator.dashboard.app import DashboardOptions, mount_dashboard
+from orchestrator.dashboard.app import DashboardOptions, close_streams, mount_dashboard
 
-__all__ = ["DashboardOptions", "mount_dashboard"]
+__all__ = ["DashboardOptions", "close_streams", "mount_dashboard"]

@@ -2,26 +2,38 @@
 pages, its static files, security headers on every answer, and its error pages.
 
 The API keeps its paths (``/v1``, ``/healthz``, ``/metrics``, ``/mcp``); the dashboard has ``/``,
-``/login``, ``/logout``, ``/workers``, ``/projects/…`` and ``/ui/…`` (fragments and streams),
-and ``/static/<version>/…``.
+``/login``, ``/logout``, ``/workers``, ``/triggers``, ``/notifications``, ``/projects/…`` (with
+its ``downloads/…`` and ``rounds``) and ``/ui/…`` (fragments and streams), and
+``/static/<version>/…``. :func:`close_streams` ends the open streams of a server about to stop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from orchestrator.dashboard import actions, assets, pages, stream
+from orchestrator.dashboard import actions, assets, downloads, notifications, pages, rounds, stream, triggers
+from orchestrator.dashboard.approvals import router as approvals_router
+from orchestrator.dashboard.evals import router as evals_router
 from orchestrator.dashboard.render import render
-from orchestrator.dashboard.sessions import CsrfRejected, SignInRequired
-from orchestrator.dashboard.stream import HEARTBEAT_S, Follower
-from orchestrator.dashboard.views import PageNotFound
+from orchestrator.dashboard.sessions import (
+    COOKIE,
+    CSRF_FIELD,
+    CSRF_HEADER,
+    check_csrf,
+    check_origin,
+    sign_out,
+)
+from orchestrator.dashboard.stream import HEARTBEAT_S, Follower, Streams
+from orchestrator.dashboard.views import Signed
 from orchestrator.queries.workers import WorkerInfo
+from shared.errors import CsrfRejected, PageNotFound, SignInRequired
 
 # Scripts only from this server, never inline: what an agent wrote cannot run here.
 CSP = (
@@ -87,14 +99,42 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     return HTMLResponse(render("not_found.html", message=str(exc), session=None), status_code=404)
 
 
+signing_out = APIRouter(include_in_schema=False)
+
+
+@signing_out.post("/logout")
+def logout(
+    request: Request, session: Signed, csrf: Annotated[str | None, Form(alias=CSRF_FIELD)] = None
+) -> Response:
+    """Sign out: the session ends on the server (its cookie, even a copy, signs no one in), and
+    the browser drops the cookie. Routed before ``pages``' own /logout, which only dropped it."""
+    check_origin(request)
+    check_csrf(session, csrf or request.headers.get(CSRF_HEADER))
+    sign_out(request.cookies.get(COOKIE))
+    answer = RedirectResponse("/login", status_code=303)
+    answer.delete_cookie(COOKIE, path="/")
+    return answer
+
+
+def close_streams(app: FastAPI) -> None:
+    """End the dashboard's open streams (and any opened later): call it before stopping the
+    server that serves ``app``, whose graceful shutdown would otherwise wait for them."""
+    streams: Streams = app.state.streams
+    streams.close()
+
+
 def mount_dashboard(app: FastAPI, options: DashboardOptions | None = None) -> FastAPI:
     """Serve the dashboard from ``app`` (made by ``orchestrator.api.create_app``)."""
     app.state.dashboard = options or DashboardOptions()
+    app.state.streams = Streams()
     app.add_middleware(SecurityHeaders)
     app.add_exception_handler(SignInRequired, _sign_in_required)
     app.add_exception_handler(CsrfRejected, _csrf_rejected)
     app.add_exception_handler(PageNotFound, _not_found)
-    for router in (pages.router, actions.router, stream.router):
+    routers = (signing_out, pages.router, actions.router, triggers.router, notifications.router)
+    for router in (*routers, downloads.router, rounds.router, stream.router):
         app.include_router(router)
+    app.include_router(approvals_router)
+    app.include_router(evals_router)  # issue #27
     app.mount(assets.prefix(), assets.VersionedStatic(directory=assets.STATIC_DIR), name="dashboard-static")
     return app

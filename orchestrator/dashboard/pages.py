@@ -9,16 +9,18 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from orchestrator.dashboard import state, timeline
 from orchestrator.dashboard.render import render
 from orchestrator.dashboard.sessions import COOKIE, CSRF_FIELD, SESSION_S, check_csrf, check_origin, sign_in
 from orchestrator.dashboard.views import Ctx, ProjectSigned, Signed, as_page
 from orchestrator.queries import agents, cost_series, costs, graph, listing, projects
 from orchestrator.transcripts.store import load_transcript
-from shared.errors import RaasError, Unauthorized
+from shared.errors import QueryRefused, RaasError, Unauthorized
 from shared.models import ProjectStatus
 
 router = APIRouter(include_in_schema=False)
 TABS = ("overview", "history", "outputs", "config")
+RECEIPTS_SHOWN = 100  # the latest iterations' receipts on the page; the CLI lists every one
 
 
 def _page(template: str, **context: Any) -> HTMLResponse:
@@ -133,7 +135,15 @@ def project_page(project_id: str, session: ProjectSigned) -> HTMLResponse:
     with as_page():
         detail = projects.project_detail(project_id)
         meter = cost_series.budget_meter(project_id)
-    return _page("project.html", session=session, project=detail, meter=meter)
+        prompt = state.current_prompt(project_id)
+    return _page(
+        "project.html",
+        session=session,
+        project=detail,
+        meter=meter,
+        prompt=prompt,
+        event_types=timeline.event_types(),
+    )
 
 
 @router.get("/ui/projects/{project_id}/header")
@@ -142,6 +152,61 @@ def project_header(project_id: str, session: ProjectSigned) -> HTMLResponse:
         detail = projects.project_detail(project_id)
         meter = cost_series.budget_meter(project_id)
     return _page("_project_header.html", project=detail, meter=meter)
+
+
+@router.get("/ui/projects/{project_id}/state.json")
+def project_state(project_id: str, session: ProjectSigned) -> JSONResponse:
+    """The page's one store starts from this (and reads it again when the stream says so)."""
+    with as_page():
+        return JSONResponse(state.project_state(project_id))
+
+
+def _refused(exc: RaasError) -> JSONResponse:
+    return JSONResponse({"error": type(exc).__name__, "detail": str(exc)}, status_code=exc.status_code)
+
+
+@router.get("/ui/projects/{project_id}/timeline.json")
+def project_timeline(
+    project_id: str,
+    session: ProjectSigned,
+    before: Annotated[str | None, Query(max_length=20)] = None,
+    limit: Annotated[str | None, Query(max_length=20)] = None,
+    agent: Annotated[str | None, Query(max_length=64)] = None,
+    task: Annotated[str | None, Query(max_length=200)] = None,
+    type: Annotated[str | None, Query(max_length=64)] = None,
+    errors: Annotated[str | None, Query(max_length=8)] = None,
+    q: Annotated[str | None, Query(max_length=1000)] = None,
+) -> JSONResponse:
+    """Rows newest first; ``before`` (a seq) pages to older ones. Every filter is optional."""
+    try:
+        numbers = {name: _number(name, value) for name, value in (("before", before), ("limit", limit))}
+        if errors not in (None, "", "0", "1", "true", "false"):
+            msg = f"errors={errors!r} is not a yes or no; use errors=1 or leave it out"
+            raise QueryRefused(msg)
+        filters = timeline.Filters(
+            agent=agent or None,
+            task=task or None,
+            type=type or None,
+            errors=errors in ("1", "true"),
+            q=q or None,
+        )
+        with as_page():
+            page = timeline.timeline_page(
+                project_id, filters, numbers["before"], numbers["limit"] or timeline.PAGE_SIZE
+            )
+    except QueryRefused as exc:
+        return _refused(exc)
+    return JSONResponse(page)
+
+
+def _number(name: str, value: str | None) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        msg = f"{name}={value!r} is not a whole number; e.g. {name}=50"
+        raise QueryRefused(msg) from None
 
 
 @router.get("/ui/projects/{project_id}/graph.json")
@@ -157,8 +222,9 @@ def project_costs(project_id: str, session: ProjectSigned) -> HTMLResponse:
     with as_page():
         report = costs.cost_report(project_id, with_receipts=True)
         meter = cost_series.budget_meter(project_id)
-        outcomes = {it.id: it for it in projects.project_detail(project_id).iterations}
-    return _page("_costs.html", report=report, meter=meter, outcomes=outcomes)
+        shown = (report.receipts or [])[-RECEIPTS_SHOWN:]
+        outcomes = state.iteration_outcomes(project_id, [r.iteration_id for r in shown])
+    return _page("_costs.html", report=report, meter=meter, outcomes=outcomes, receipts_shown=RECEIPTS_SHOWN)
 
 
 @router.get("/ui/projects/{project_id}/cost-series.json")
@@ -178,7 +244,8 @@ def inspector(
         if tab == "history":
             shown["transcript"] = load_transcript(project_id, agent_id)
         elif tab == "outputs":
-            shown["outputs"] = agents.agent_outputs(ctx.workspaces_dir, project_id, agent_id)
+            shown["outputs"] = agents.agent_outputs(ctx.workspaces, project_id, agent_id)
         elif tab == "config":
             shown["config"] = agents.agent_config(project_id, agent_id)
-    return _page("_inspector.html", agent=overview, tab=tab, tabs=TABS, **shown)
+        output = timeline.recent_output(project_id, agent_id) if tab == "overview" else []
+    return _page("_inspector.html", agent=overview, tab=tab, tabs=TABS, output=output, **shown)

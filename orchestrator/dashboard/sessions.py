@@ -1,47 +1,42 @@
 """Signing in to the dashboard: an API token (the cluster's or a tenant's, checked exactly as the
-API checks a bearer token) becomes a signed, HttpOnly, SameSite=Strict session cookie.
+API checks a bearer token) becomes a session, held on the server, and an HttpOnly,
+SameSite=Strict cookie naming it.
 
-The cookie is stateless, so a coordinator restart keeps everyone signed in: it holds the tenant,
-a hash of the token and an expiry, signed with a key derived from the cluster token. Every
-request checks the token still exists (a deleted token ends its sessions). Each session has a
-CSRF token derived from the cookie: every action (a POST) must carry it, in the ``csrf`` form
-field or the ``X-CSRF-Token`` header.
+The cookie holds a random secret; the ``dashboard_sessions`` row holds its SHA-256, the tenant
+and the API token's hash. So a session can end: signing out deletes the row (a copied cookie then
+gets 401, or the sign-in page), one unused for longer than ``RAAS_DASHBOARD_IDLE_S`` is refused,
+and one older than ``SESSION_S`` too, whatever its use. Every request checks the token still
+exists (a deleted token ends its sessions). A coordinator restart keeps everyone signed in: the
+rows are in the database. Each session has a CSRF token derived from the cookie: every action (a
+POST) must carry it, in the ``csrf`` form field or the ``X-CSRF-Token`` header.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
-import json
 import secrets
-import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from fastapi import Request
-from sqlalchemy import select
+from sqlalchemy import delete, or_, select
+from sqlalchemy.orm import Session as DbSession
 
 from orchestrator.api.tenants import Principal, authenticate, token_hash
 from shared.db import session_scope
-from shared.errors import RaasError
-from shared.models import ApiToken
+from shared.errors import CsrfRejected, SignInRequired
+from shared.models import ApiToken, utcnow
+from shared.models.tenancy import DashboardSession
+from shared.settings import get_settings
 
 COOKIE = "raas_session"
 SESSION_S = 12 * 3600
+"""The longest a session lasts, however busy."""
 CSRF_HEADER = "x-csrf-token"
 CSRF_FIELD = "csrf"
-
-
-class SignInRequired(RaasError):
-    """No session, or one that no longer holds (expired, forged, its token deleted)."""
-
-    status_code = 401
-
-
-class CsrfRejected(RaasError):
-    """An action without this session's CSRF token, or from another origin."""
-
-    status_code = 403
+TOUCH_S = 60.0
+"""A session's last use is written at most this often (not a database write per request)."""
 
 
 @dataclass(frozen=True)
@@ -49,70 +44,133 @@ class Session:
     principal: Principal
     csrf: str
 
+    @property
+    def who(self) -> str:
+        """Who acts, as approvals and what people say name callers (``token:<id>``,
+        ``operator``); a session that does not know its token is named by its tenant."""
+        if self.principal.token_id is None and self.principal.tenant_id is not None:
+            return f"tenant:{self.principal.tenant_id}"
+        return self.principal.name
+
 
 def _key(cluster_token: str) -> bytes:
     return hmac.new(cluster_token.encode(), b"raas-dashboard-session-v1", hashlib.sha256).digest()
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+def _row_id(cookie: str) -> str:
+    return hashlib.sha256(cookie.encode()).hexdigest()
 
 
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+def _idle(idle_s: float | None) -> timedelta:
+    return timedelta(seconds=get_settings().dashboard_idle_s if idle_s is None else idle_s)
 
 
-def _sign(key: bytes, payload: str) -> str:
-    return _b64(hmac.new(key, payload.encode(), hashlib.sha256).digest())
+def _forget_ended(db: DbSession, now: datetime, idle: timedelta) -> None:
+    db.execute(
+        delete(DashboardSession).where(
+            or_(
+                DashboardSession.last_seen_at < now - idle,
+                DashboardSession.created_at < now - timedelta(seconds=SESSION_S),
+            )
+        )
+    )
 
 
-def sign_in(token: str, cluster_token: str, now: float | None = None) -> str:
-    """The cookie value for ``token``.
+def sign_in(token: str, cluster_token: str, now: datetime | None = None) -> str:
+    """A new session for ``token``; the answer is its cookie's value.
 
     Raises:
         Unauthorized: the token is neither the cluster's nor a tenant's.
     """
     principal = authenticate(token.strip(), cluster_token)
-    body = {
-        "t": principal.tenant_id,
-        "h": token_hash(token.strip()),
-        "e": int((now or time.time()) + SESSION_S),
-        "n": secrets.token_urlsafe(9),  # each sign-in its own session, so its own CSRF token
-    }
-    payload = _b64(json.dumps(body, separators=(",", ":")).encode())
-    return f"{payload}.{_sign(_key(cluster_token), payload)}"
+    cookie = secrets.token_urlsafe(32)
+    moment = now or utcnow()
+    with session_scope() as db:
+        _forget_ended(db, moment, _idle(None))  # ended sessions leave no rows behind
+        db.add(
+            DashboardSession(
+                id=_row_id(cookie),
+                tenant_id=principal.tenant_id,
+                token_sha256=token_hash(token.strip()),
+                created_at=moment,
+                last_seen_at=moment,
+            )
+        )
+    return cookie
 
 
-def read_session(cookie: str | None, cluster_token: str) -> Session:
-    """The session a cookie stands for.
+def sign_out(cookie: str | None) -> None:
+    """End the session ``cookie`` names, on the server: the cookie signs no one in any more."""
+    if cookie:
+        with session_scope() as db:
+            db.execute(delete(DashboardSession).where(DashboardSession.id == _row_id(cookie)))
+
+
+def read_session(
+    cookie: str | None,
+    cluster_token: str,
+    now: datetime | None = None,
+    idle_s: float | None = None,
+    *,
+    use: bool = True,
+) -> Session:
+    """The session a cookie stands for, its last use noted (unless ``use`` is False).
+
+    ``idle_s``: how long it may have gone unused (None: ``RAAS_DASHBOARD_IDLE_S``).
 
     Raises:
-        SignInRequired: no cookie, or one that does not hold.
+        SignInRequired: no cookie, or one whose session ended (signed out, idle, too old, its
+            token deleted) or never was.
     """
     msg = "sign in with your API token"
-    if not cookie or "." not in cookie:
+    if not cookie:
         raise SignInRequired(msg)
-    payload, _, signature = cookie.partition(".")
-    key = _key(cluster_token)
-    if not hmac.compare_digest(signature, _sign(key, payload)):
+    moment, idle = now or utcnow(), _idle(idle_s)
+    principal = None
+    with session_scope() as db:
+        row = db.get(DashboardSession, _row_id(cookie))
+        if row is not None and (_ended(row, moment, idle) or not _token_holds(db, row, cluster_token)):
+            db.delete(row)  # ended: its cookie, and every copy, signs no one in again
+        elif row is not None:
+            if use and _aware(row.last_seen_at) < moment - min(timedelta(seconds=TOUCH_S), idle / 10):
+                row.last_seen_at = moment
+            principal = Principal(tenant_id=row.tenant_id)
+    if principal is None:
         raise SignInRequired(msg)
+    return Session(principal=principal, csrf=_csrf(cookie, cluster_token))
+
+
+def session_holds(cookie: str | None, cluster_token: str) -> bool:
+    """Whether the session still holds, asked now and then by its open streams (so signing out
+    ends them too). Not a use: a page left open does not keep its session from going idle; the
+    requests it makes (a click, a fragment reloaded on an event) do."""
     try:
-        body = json.loads(_unb64(payload))
-        tenant_id, hashed, expires = body["t"], str(body["h"]), int(body["e"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SignInRequired(msg) from exc
-    if expires < time.time() or not _token_holds(tenant_id, hashed, cluster_token):
-        raise SignInRequired(msg)
-    csrf = _sign(key, "csrf:" + cookie)
-    return Session(principal=Principal(tenant_id=tenant_id), csrf=csrf)
+        read_session(cookie, cluster_token, use=False)
+    except SignInRequired:
+        return False
+    return True
 
 
-def _token_holds(tenant_id: str | None, hashed: str, cluster_token: str) -> bool:
-    if tenant_id is None:
-        return hmac.compare_digest(hashed, token_hash(cluster_token))
-    with session_scope() as session:
-        owner = session.scalar(select(ApiToken.tenant_id).where(ApiToken.token_sha256 == hashed))
-    return owner == tenant_id
+def _aware(moment: datetime) -> datetime:
+    # SQLite gives back naive datetimes (UTC); Postgres aware ones.
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _ended(row: DashboardSession, now: datetime, idle: timedelta) -> bool:
+    too_old = _aware(row.created_at) < now - timedelta(seconds=SESSION_S)
+    return too_old or _aware(row.last_seen_at) < now - idle
+
+
+def _csrf(cookie: str, cluster_token: str) -> str:
+    digest = hmac.new(_key(cluster_token), ("csrf:" + cookie).encode(), hashlib.sha256).hexdigest()
+    return digest[:43]
+
+
+def _token_holds(db: DbSession, row: DashboardSession, cluster_token: str) -> bool:
+    if row.tenant_id is None:
+        return hmac.compare_digest(row.token_sha256, token_hash(cluster_token))
+    owner = db.scalar(select(ApiToken.tenant_id).where(ApiToken.token_sha256 == row.token_sha256))
+    return owner == row.tenant_id
 
 
 def check_origin(request: Request) -> None:

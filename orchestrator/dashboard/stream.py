@@ -9,6 +9,10 @@ goes out at once. An idle stream gets a comment line every ``HEARTBEAT_S``.
 
 The projects list's stream only says "changed" (at most once a second) when one of the
 viewer's projects has a lifecycle event; the page then fetches its rows again.
+
+A stream never ends by itself, and uvicorn's graceful shutdown waits for every open response: a
+server stopping calls :meth:`Streams.close` first (``orchestrator.dashboard.close_streams``), which
+ends each open stream at once (and any opened after), so the coordinator stops in its usual time.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 
+from orchestrator.api.deps import Context
+from orchestrator.dashboard.sessions import COOKIE, session_holds
 from orchestrator.dashboard.views import Ctx, ProjectSigned, Signed
 from orchestrator.queries.follow import follow
 from shared import events
@@ -49,11 +55,40 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 Follower = Callable[[str, int, float], Iterator[EventOut]]
 
 
+class Streams:
+    """The open streams of one app, so that a server stopping can end them all at once."""
+
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+        self._lock = threading.Lock()
+        self._pumps: set[_Pump] = set()
+
+    def add(self, pump: _Pump) -> None:
+        with self._lock:
+            if not self.closed.is_set():
+                self._pumps.add(pump)
+                return
+        pump.end()
+
+    def discard(self, pump: _Pump) -> None:
+        with self._lock:
+            self._pumps.discard(pump)
+
+    def close(self) -> None:
+        """End every open stream (each sends what it holds, then finishes) and any opened later."""
+        with self._lock:
+            self.closed.set()
+            pumps, self._pumps = list(self._pumps), set()
+        for pump in pumps:
+            pump.end()
+
+
 class _Pump:
-    """A thread feeding a project's events (via ``follower``) into an asyncio queue."""
+    """A thread feeding a project's events (via ``follower``) into an asyncio queue; ``None`` in
+    the queue says the stream is to end (the server is stopping)."""
 
     def __init__(self, follower: Follower, project_id: str, after: int) -> None:
-        self.queue: asyncio.Queue[EventOut] = asyncio.Queue()
+        self.queue: asyncio.Queue[EventOut | None] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         self._stopped = threading.Event()
         self._follower, self._project_id, self._last = follower, project_id, after
@@ -79,35 +114,60 @@ class _Pump:
     def stop(self) -> None:
         self._stopped.set()
 
+    def end(self) -> None:
+        """Stop following and tell the stream to finish (from any thread)."""
+        self.stop()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the stream is gone already
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, None)
+
 
 def _message(batch: list[EventOut]) -> str:
     data = "[" + ",".join(event.model_dump_json() for event in batch) + "]"
     return f"id: {batch[-1].seq}\nevent: events\ndata: {data}\n\n"
 
 
-async def event_messages(pump: _Pump, heartbeat_s: float = HEARTBEAT_S) -> AsyncIterator[str]:
-    """SSE text: batches of events (output coalesced, the rest at once), heartbeats when idle."""
+async def event_messages(
+    pump: _Pump, heartbeat_s: float = HEARTBEAT_S, holds: Callable[[], bool] | None = None
+) -> AsyncIterator[str]:
+    """SSE text: batches of events (output coalesced, the rest at once), heartbeats when idle.
+
+    ``holds`` (asked every ``heartbeat_s``, in a thread): whether the viewer's session still
+    holds; once it does not (signed out, idle), the stream ends and the browser's reconnection
+    gets 401.
+    """
     interval_s = 1.0 / FLUSHES_PER_S
     pending: list[EventOut] = []
-    last_flush = 0.0
+    last_flush, ending, checked = 0.0, False, time.monotonic()
     try:
         yield "retry: 1000\n\n"
-        while True:
+        while not ending:
+            if holds is not None and time.monotonic() - checked >= heartbeat_s:
+                checked = time.monotonic()
+                if not await asyncio.to_thread(holds):
+                    return
             timeout_s = heartbeat_s if not pending else max(0.0, last_flush + interval_s - time.monotonic())
             try:
-                pending.append(await asyncio.wait_for(pump.queue.get(), timeout_s))
+                got = [await asyncio.wait_for(pump.queue.get(), timeout_s)]
                 while not pump.queue.empty():
-                    pending.append(pump.queue.get_nowait())
+                    got.append(pump.queue.get_nowait())
             except TimeoutError:
                 if not pending:
                     yield ": heartbeat\n\n"
                     continue
+                got = []
+            ending = None in got
+            pending += [event for event in got if event is not None]
             urgent = any(event.type != events.AGENT_OUTPUT_CHUNK for event in pending)
-            if urgent or time.monotonic() - last_flush >= interval_s:
+            if pending and (ending or urgent or time.monotonic() - last_flush >= interval_s):
                 yield _message(pending)
                 pending, last_flush = [], time.monotonic()
     finally:
         pump.stop()
+
+
+def _holds(request: Request, ctx: Context) -> Callable[[], bool]:
+    cookie, cluster_token = request.cookies.get(COOKIE), ctx.settings.api_token.get_secret_value()
+    return lambda: session_holds(cookie, cluster_token)
 
 
 def _start_seq(after: int, last_event_id: str | None) -> int:
@@ -157,8 +217,18 @@ async def project_stream(
     options = request.app.state.dashboard
     follower: Follower = options.follower or redis_follower(ctx.settings.redis_url)
     pump = _Pump(follower, project_id, _start_seq(after, last_event_id))
-    messages = event_messages(pump, options.heartbeat_s)
-    return StreamingResponse(messages, media_type="text/event-stream", headers=SSE_HEADERS)
+    streams: Streams = request.app.state.streams
+    streams.add(pump)
+    holds = _holds(request, ctx)
+
+    async def messages() -> AsyncIterator[str]:
+        try:
+            async for message in event_messages(pump, options.heartbeat_s, holds):
+                yield message
+        finally:
+            streams.discard(pump)
+
+    return StreamingResponse(messages(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 class _ListWatch:
@@ -212,12 +282,20 @@ class _ListWatch:
         self._stopped.set()
 
 
-async def list_messages(watch: _ListWatch) -> AsyncIterator[str]:
-    quiet_s = 0.0
+async def list_messages(
+    watch: _ListWatch, closed: threading.Event | None = None, holds: Callable[[], bool] | None = None
+) -> AsyncIterator[str]:
+    """SSE text: "changed" when the watch says so, heartbeats when quiet; ends once ``closed``
+    is set or, asked every ``HEARTBEAT_S``, the session no longer ``holds``."""
+    quiet_s, checked = 0.0, time.monotonic()
     try:
         yield "retry: 1000\n\n"
-        while True:
+        while closed is None or not closed.is_set():
             await asyncio.sleep(1.0 / LIST_CHANGES_PER_S)
+            if holds is not None and time.monotonic() - checked >= HEARTBEAT_S:
+                checked = time.monotonic()
+                if not await asyncio.to_thread(holds):
+                    return
             if watch.changed.is_set():
                 watch.changed.clear()
                 quiet_s = 0.0
@@ -236,4 +314,5 @@ async def projects_stream(request: Request, ctx: Ctx, session: Signed) -> Stream
     # A dashboard given its own follower (raas run --ui) has no Redis to watch.
     redis_url = None if request.app.state.dashboard.follower else ctx.settings.redis_url
     watch = _ListWatch(redis_url, session.principal.tenant_id)
-    return StreamingResponse(list_messages(watch), media_type="text/event-stream", headers=SSE_HEADERS)
+    messages = list_messages(watch, request.app.state.streams.closed, _holds(request, ctx))
+    return StreamingResponse(messages, media_type="text/event-stream", headers=SSE_HEADERS)

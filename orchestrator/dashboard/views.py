@@ -12,11 +12,7 @@ from fastapi import Depends, Request
 from orchestrator.api.deps import Context, context
 from orchestrator.api.tenants import authorize
 from orchestrator.dashboard.sessions import COOKIE, Session, read_session
-from shared.errors import NotFound
-
-
-class PageNotFound(NotFound):
-    """A NotFound answered as the dashboard's 404 page rather than the API's JSON."""
+from shared.errors import NotFound, PageNotFound
 
 
 def current_session(request: Request) -> Session:

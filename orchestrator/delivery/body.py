@@ -1,10 +1,15 @@
 """The pull request as the system writes it: title, body, receipt table, stop reason, link back.
 
 What agents wrote is untrusted (DESIGN.md rule 11): every piece of it goes through
-:func:`escape`, which leaves no HTML, no Markdown syntax, no @mention and no hidden comment, so a
-summary can neither change how the page looks nor forge our markers. Our markers are HTML
-comments the forge does not show: one names the project (in the body), one names a delivery's
-round (in a comment), so a retried delivery finds what it already wrote.
+:func:`escape`, which leaves no HTML, no Markdown syntax and no hidden comment, so a summary can
+neither change how the page looks nor forge our markers. Nor can it reach anyone: the forge finds
+mentions (``@name``) and references (``#12``, ``GH-12``, a commit's SHA) in the *rendered* text, so
+an entity (``&#64;``) would render back to a live ``@name``; a zero-width space after the ``@``, the
+``#`` or the ``GH-`` and every 6 digits of a SHA breaks them the way Dependabot and Renovate do, and
+the reader sees the same text. The title is plain text: :func:`defuse` puts the same spaces in it.
+
+Our markers are HTML comments the forge does not show: one names the project (in the body), one
+names a delivery's round (in a comment), so a retried delivery finds what it already wrote.
 """
 
 from __future__ import annotations
@@ -16,18 +21,47 @@ from decimal import Decimal
 from orchestrator.delivery.receipt import TaskReceipt
 from shared.usage import Usage
 
-_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
+# A commit's SHA (or its prefix) as the forge links it: 7 or more hex digits standing alone.
+_SHA = r"(?<![0-9A-Za-z])[0-9A-Fa-f]{7,}(?![0-9A-Za-z])"
+# GitHub links "GH-12" as it does "#12".
+_GH = r"(?<![0-9A-Za-z])[Gg][Hh]-(?=[0-9])"
+_MARKDOWN = re.compile(rf"{_SHA}|{_GH}|[\\`*_{{}}\[\]()#+\-.!|~&<>@]")
+_PLAIN = re.compile(rf"{_SHA}|{_GH}|[#@]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "@": "&#64;"}
+ZERO_WIDTH_SPACE = "\u200b"
 MAX_SUMMARY_CHARS = 1500
 MAX_TITLE_CHARS = 120
 
 
+def _pieces(token: str) -> list[str]:
+    """A mention, a reference or a SHA cut where a zero-width space unmakes it: after the ``@``, the
+    ``#`` or the ``GH-``; a SHA into runs of 6, each too short to be a SHA on its own."""
+    if token[-1] in "@#-":
+        return [token, ""]
+    return [token[i : i + 6] for i in range(0, len(token), 6)]
+
+
+def _markdown(match: re.Match[str]) -> str:
+    token = match.group()
+    if len(token) == 1 and token not in "@#":
+        return _ENTITIES.get(token) or f"\\{token}"
+    head, *tail = _pieces(token)
+    head = _ENTITIES.get(head) or head.replace("#", "\\#").replace("-", "\\-")
+    return "&#8203;".join([head, *tail])
+
+
 def escape(text: str) -> str:
-    """Untrusted text as literal Markdown: HTML entities for ``& < >`` and ``@``, backslashes for
-    Markdown punctuation, control characters dropped."""
-    text = _SPECIAL.sub(r"\\\1", _CONTROL.sub("", text))
-    # After the backslashes: an entity's own '#' must stay as it is.
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("@", "&#64;")
+    """Untrusted text as literal Markdown that mentions and links nothing once rendered: HTML entities
+    for ``& < >`` and ``@``, backslashes for Markdown punctuation, a zero-width space (``&#8203;``)
+    after ``@``, ``#`` and ``GH-`` and every 6 digits of a SHA, control characters dropped."""
+    return _MARKDOWN.sub(_markdown, _CONTROL.sub("", text))
+
+
+def defuse(text: str) -> str:
+    """Plain text (a title) that mentions and links nothing: a zero-width space after ``@``, ``#`` and
+    ``GH-`` and every 6 digits of a SHA."""
+    return _PLAIN.sub(lambda m: ZERO_WIDTH_SPACE.join(_pieces(m.group())), text)
 
 
 def _cell(text: str) -> str:
@@ -52,9 +86,11 @@ class Ending:
 
     @property
     def early(self) -> bool:
-        return self.status != "completed"
+        return self.status not in ("completed", "delivered")  # delivered: a PR round's end
 
     def line(self) -> str:
+        if self.status == "delivered" and self.reason:  # a followed pull request: why it ended
+            return f"**Completed**: every task is done. {escape(self.reason)}."
         if not self.early:
             return "**Completed**: every task is done."
         said = f": {escape(self.reason)}" if self.reason else ""
@@ -66,7 +102,7 @@ def title(project_name: str, receipts: list[TaskReceipt], ending: Ending) -> str
     """Plain text (forges do not render titles): the project's name and its first task's summary."""
     first = next((r.summary for r in receipts if r.summary), None)
     text = project_name if first is None else f"{project_name}: {first.splitlines()[0]}"
-    text = " ".join(_CONTROL.sub("", text).split())
+    text = " ".join(defuse(_CONTROL.sub("", text)).split())
     if ending.early:
         text = f"[{ending.status}] {text}"
     return text if len(text) <= MAX_TITLE_CHARS else text[: MAX_TITLE_CHARS - 1] + "…"

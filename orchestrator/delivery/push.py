@@ -16,6 +16,7 @@ from pathlib import Path
 
 from orchestrator.remotes.clone import NETWORK_TRANSPORTS, git_env, parse_remote
 from orchestrator.remotes.credentials import Credential, git_auth, scrub
+from shared.errors import PushError
 
 PUSH_TIMEOUT_S = 300.0
 # Transports as a clone allows them: network ones only (no ext::, file, fd), redirects included.
@@ -32,10 +33,6 @@ class Pushed(str, Enum):
 class PushResult:
     outcome: Pushed
     detail: str = ""
-
-
-class PushError(Exception):
-    """The push failed for another reason (unreachable, refused credential); the message is scrubbed."""
 
 
 def _git(bare: Path, args: list[str], credential: Credential | None) -> subprocess.CompletedProcess[str]:

@@ -24,16 +24,18 @@ import httpx
 from sqlalchemy import select
 
 from orchestrator.delivery import body as text
-from orchestrator.delivery.forges import Forge, ForgeError, PullRequest, forge_for
+from orchestrator.delivery import follow, issues
+from orchestrator.delivery.forges import Forge, PullRequest, forge_for, repo_path
 from orchestrator.delivery.lease import held
-from orchestrator.delivery.push import Pushed, PushError, push_branch
+from orchestrator.delivery.push import Pushed, push_branch
 from orchestrator.delivery.receipt import TaskReceipt, task_receipts
 from orchestrator.remotes.clone import parse_remote
 from orchestrator.remotes.credentials import Credential, get_credential, scrub
-from orchestrator.scheduling import workspace
+from orchestrator.scheduling import rounds
+from orchestrator.workspaces import get_store
 from shared import events
 from shared.db import session_scope
-from shared.errors import InvalidInput
+from shared.errors import ForgeError, InvalidInput, PushError
 from shared.event_payloads import DeliveryFailed, DeliveryPushed, PullRequestOpened, PullRequestUpdated
 from shared.events import EventBus, EventData
 from shared.git import git
@@ -70,6 +72,11 @@ class _Job:
 
 
 class _Failed(Exception):
+    """A step of the delivery failed: ``deliver`` records it as ``delivery_failed`` and stops.
+
+    A local control-flow signal (shared/errors.py holds the errors callers see).
+    """
+
     def __init__(self, step: Step, reason: str) -> None:
         super().__init__(reason)
         self.step = step
@@ -98,6 +105,8 @@ def deliver(
                 return
             if not _finish(job):
                 continue
+            if job.kind is DeliveryKind.PROJECT:  # a run a trigger started from an issue: its result
+                issues.note_result(settings, job.project_id, _pull_request_url(job.id), transport)
             return
 
 
@@ -133,19 +142,33 @@ def _start(delivery_id: str, settings: Settings) -> _Job | None:
         )
 
 
-def _record(job: _Job, bus: EventBus, payload: EventData | None, **fields: object) -> None:
-    """Commit a step's result (``fields`` of the row) with its event, then publish the event."""
+def _record(
+    job: _Job, bus: EventBus, payload: EventData | None, follow: PullRequest | None = None, **fields: object
+) -> None:
+    """Commit a step's result (``fields`` of the row) with its event, then publish the event.
+    ``follow``: the pull request just opened, followed in the same transaction (scheduling.rounds)."""
     with session_scope() as session:
         row = session.get_one(Delivery, job.id)
         for name, value in fields.items():
             setattr(row, name, value)
         event = events.record(session, job.project_id, payload) if payload is not None else None
-    if event is not None:
-        bus.publish(event)
+        followed = None
+        if follow is not None:
+            followed = rounds.follow_pull_request(
+                session,
+                job.project_id,
+                job.id,
+                repo=repo_path(job.remote),
+                number=follow.number,
+                url=follow.url,
+            )
+    for published in (event, followed):
+        if published is not None:
+            bus.publish(published)
 
 
 def _push(job: _Job, settings: Settings, bus: EventBus) -> None:
-    bare = workspace.repo_path(settings.workspaces_dir(), job.project_id)
+    bare = get_store(settings).read(job.project_id)
     # The project's branch takes the workspace as it is now: the last iteration of a stopped run
     # may have committed after the stop was decided.
     sha = git(bare, "rev-parse", "main") if job.kind is DeliveryKind.PROJECT or not job.sha else job.sha
@@ -191,9 +214,11 @@ def _pull_request(
     forge = _forge(job, transport)
     with session_scope() as session:
         receipts = task_receipts(session, job.project_id)
+        issue = issues.issue_of(session, job.project_id)
     link = text.link_back(job.project_id, settings.coordinator_url)
     title = text.title(job.project_name, receipts, job.ending)
     description = text.body(job.project_id, job.project_name, receipts, job.ending, link)
+    description += issues.fixes_line(issue, job.remote)
     # A run that ended early is a draft; one that completed is ready unless drafts were asked for
     # (a draft of an earlier round is marked ready where the forge's API can).
     draft = job.config.delivery.pull_request == "draft" or job.ending.early
@@ -215,10 +240,12 @@ def _pull_request(
                 pull_request_number=pull_request.number,
                 pull_request_url=pull_request.url,
                 noted_round=job.round,
+                follow=pull_request,
             )
             return
         found = forge.update_pull_request(found, title, description, draft=draft)
         _comment_once(forge, found, job, receipts, link, still_draft=found.draft and not draft)
+        follow.reply_to_comments(forge, job.project_id, found.number)  # a finished PR round's review
     except ForgeError as exc:
         reason = f"the forge answered {exc.status or 'nothing'}: {scrub(exc.message, job.credential)}"
         raise _Failed(PULL_REQUEST, reason) from exc
@@ -238,6 +265,11 @@ def _comment_once(
         return
     comment = text.round_comment(job.id, job.round, job.ending, receipts, link, still_draft=still_draft)
     forge.comment(found, comment)
+
+
+def _pull_request_url(delivery_id: str) -> str | None:
+    with session_scope() as session:
+        return session.get_one(Delivery, delivery_id).pull_request_url
 
 
 def _fail(job: _Job, failed: _Failed, bus: EventBus) -> None:

@@ -10,7 +10,7 @@ It is the distributed system in one process, on the same code paths (DESIGN.md r
 - the Celery hop is a queue drained by worker threads (:class:`ThreadDispatcher`) that do what
   ``run_iteration`` and ``advance_project`` do: ``IterationRunner.run``, then
   ``advance.advance``. The reconcile loop runs too, so a lost advance or a crashed iteration
-  recovers the same way;
+  recovers the same way, and so does the notification sender (``raas notify``);
 - events go to an in-process bus (the live view), not to Redis;
 - tools run in Docker when an engine answers, otherwise in the local sandbox, announced
   (:mod:`workers.sandbox.choice`).
@@ -35,11 +35,13 @@ from sqlalchemy.engine import make_url
 
 from orchestrator import delivery
 from orchestrator.api import create_app
-from orchestrator.dashboard import DashboardOptions, mount_dashboard
+from orchestrator.dashboard import DashboardOptions, close_streams, mount_dashboard
 from orchestrator.dashboard.stream import database_follower
+from orchestrator.notify.sender import NotificationSender
 from orchestrator.queries import projects
 from orchestrator.scheduling import advance, lifecycle, submission
 from orchestrator.scheduling.reconcile import Reconciler
+from orchestrator.workspaces import get_store
 from shared.errors import Conflict, InvalidInput, ServiceUnavailable
 from shared.events import EventBus
 from shared.migrate import upgrade
@@ -67,6 +69,8 @@ def embedded_settings() -> Settings:
     if "database_url" not in given.model_fields_set:
         update["RAAS_DATABASE_URL"] = f"sqlite:///{data_dir / DB_FILE}"
     os.environ.update(update)
+    # The embedded mode keeps its workspaces in its own directory, whatever a coordinator uses.
+    os.environ.pop("RAAS_WORKSPACE_STORE", None)
     get_settings.cache_clear()
     return get_settings()
 
@@ -177,6 +181,7 @@ class EmbeddedEngine:
         self._ui_port = ui_port
         self.ui_url: str | None = None
         self._ui_server: uvicorn.Server | None = None
+        self._ui_app: FastAPI | None = None
         self._threads: list[threading.Thread] = []
         self._stop_reconciling = threading.Event()
 
@@ -206,6 +211,8 @@ class EmbeddedEngine:
         # No consumer probe, so no worker watch: the worker threads are here whenever the engine is.
         reconciler = Reconciler(self.settings, self.dispatcher, self.bus)
         self._spawn(lambda: reconciler.loop(self._stop_reconciling), "embedded-reconcile")
+        sender = NotificationSender(self.settings)
+        self._spawn(lambda: sender.loop(self._stop_reconciling), "embedded-notify")
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -216,7 +223,7 @@ class EmbeddedEngine:
         app = create_app(self.settings, self.dispatcher, self.bus)
         if self._ui_port is not None:
             # raas run --ui: the same app serves the dashboard on the port asked for (loopback).
-            mount_dashboard(app, DashboardOptions(follower=database_follower))
+            self._ui_app = mount_dashboard(app, DashboardOptions(follower=database_follower))
             ui_sock = self._bind(self._ui_port)
             self._ui_server = self._start_server(app, ui_sock, "embedded-ui")
             host, port = ui_sock.getsockname()[:2]
@@ -274,6 +281,8 @@ class EmbeddedEngine:
     def close(self) -> None:
         self._stop_reconciling.set()
         self.dispatcher.close(self.workers)
+        if self._ui_app is not None:  # an open page's stream would hold the server's shutdown
+            close_streams(self._ui_app)
         for server in (self._server, self._ui_server):
             if server is not None:
                 server.should_exit = True
@@ -285,7 +294,7 @@ class EmbeddedEngine:
     def create(self, directory: Path, archive: Path) -> ProjectOut:
         """Create the project from ``archive`` (``directory``, packed); this run runs only it."""
         project = submission.create_project(
-            self.settings.workspaces_dir(), archive, directory.resolve().name, self.bus
+            get_store(self.settings), archive, directory.resolve().name, self.bus
         )
         self.dispatcher.project_id = project.id
         return project

@@ -1,9 +1,10 @@
 """What ``raas run`` shows while a project runs: the in-process event bus, drawn.
 
 On a terminal it is a Rich live view (the agent tree with status, iterations, tokens and cost,
-the total against the budget, the last line of agent output); otherwise (a pipe, a CI log) it
-prints one plain line per event. Events carry no token counts, so the view reads those from the
-database, at most twice a second and only after something happened.
+the total against the project's budget as it is now, the last line of agent output); otherwise (a
+pipe, a CI log) it prints one plain line per event. Events carry no token counts, so the view reads
+those (and the budget, which ``raas budget`` may change) from the database, at most twice a second
+and only after something happened.
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ from shared.event_payloads import (
     IterationComplete,
     IterationError,
     IterationStarted,
+    LlmRetry,
     ToolExecuted,
     payload,
 )
 from shared.project_config import ProjectConfig
 from shared.schemas import AgentOut, EventOut, ProjectDetail
+from workers.llm.retry import retry_line
 
 log = logging.getLogger(__name__)
 SNAPSHOT_EVERY_S = 0.5
@@ -120,6 +123,8 @@ class RunView:
                 self.last_output = lines[-1].strip()
         elif isinstance(data, AgentToolCall):
             self.last_tool = f"{data.tool} {json.dumps(data.input)}"[:PREVIEW_CHARS]
+        elif isinstance(data, LlmRetry):  # a model that does not answer is said, not silence
+            self.last_output = retry_line(data.reason, data.attempt, data.delay_s)
         if not isinstance(data, AgentOutputChunk):
             self._stale = True
 
@@ -171,7 +176,8 @@ class RunView:
         if detail is not None:
             _add_agents(tree, detail.agents, None)
         spent = float(detail.spent_usd) if detail else 0.0
-        limit = float(self.config.budget.limit_usd)
+        # The project's limit, not raas.toml's: `raas budget` (or the dashboard) may have changed it.
+        limit = float(detail.budget_limit_usd if detail else self.config.budget.limit_usd)
         budget = Table.grid(padding=(0, 1))
         budget.add_row(
             Text(f"cost ${spent:.4f} of ${limit:.2f}"),
@@ -213,6 +219,8 @@ def _describe(event: EventOut) -> str:
         return f"#{data.number} {kind}: {data.error}"
     if isinstance(data, AgentToolCall):
         return f"{data.tool} {json.dumps(data.input)}"[:PREVIEW_CHARS]
+    if isinstance(data, LlmRetry):
+        return retry_line(data.reason, data.attempt, data.delay_s)
     if isinstance(data, ToolExecuted):
         first = next((line for line in data.output.splitlines() if line.strip()), "")
         return f"{data.tool} {'error' if data.is_error else 'ok'}: {first}"[:PREVIEW_CHARS]

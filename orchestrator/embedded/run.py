@@ -29,15 +29,16 @@ from orchestrator.embedded.live import RunView
 from orchestrator.queries import projects
 from orchestrator.scheduling import submission, workspace
 from orchestrator.scheduling.prompt import PROMPT_FILE
+from orchestrator.workspaces import get_store
 from shared.archive import pack_directory, pack_files
 from shared.db import session_scope
 from shared.errors import InvalidInput
 from shared.harnesses import check_binaries
-from shared.models import Delivery, DeliveryStatus, PauseReason, Project, ProjectStatus
+from shared.models import Delivery, DeliveryStatus, PauseReason, ProjectStatus
 from shared.project_config import ProjectConfig
 from shared.settings import Settings
-from workers.harness.session import check_host_run
 from workers.llm import client as llm
+from workers.runners.cli.runner import check_host_run
 from workers.sandbox.choice import SandboxChoice, SandboxKind, choose_sandbox
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,10 @@ class CheckedRun:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, handled like Ctrl-C: stop the project cleanly, then end the run."""
+    """SIGTERM, handled like Ctrl-C: stop the project cleanly, then end the run.
+
+    A control-flow signal, not an error: `raas run` catches it and exits 143.
+    """
 
 
 def _terminated(_signum: int, _frame: FrameType | None) -> None:
@@ -164,7 +168,7 @@ def _finish_deliveries(engine: EmbeddedEngine, checked: CheckedRun, project_id: 
     """Wait (bounded) for the run's deliveries: nothing retries them once this process exits, so
     one left pending or failed is said on stderr, with how to push the branch by hand."""
     engine.dispatcher.wait_deliveries(DELIVERY_WAIT_S)
-    repo = workspace.repo_path(checked.settings.workspaces_dir(), project_id)
+    repo = get_store(checked.settings).read(project_id)
     with session_scope() as session:
         undone = session.execute(
             select(Delivery.branch, Delivery.remote, Delivery.status, Delivery.error).where(
@@ -206,18 +210,16 @@ def _report(checked: CheckedRun, project_id: str) -> ProjectStatus:
     summaries = [it.summary for it in detail.iterations if it.completed_task and it.summary]
     reason = detail.status_reason or (summaries[-1] if summaries else "")
     if detail.status == ProjectStatus.PAUSED:
-        line = _paused_line(project_id, detail.pause_reason)
+        line = _paused_line(detail.pause_reason, detail.status_reason)
     else:
         line = f"{detail.status.value}: {detail.name}" + (f": {reason}" if reason else "")
-    repo = workspace.repo_path(checked.settings.workspaces_dir(), project_id)
+    repo = get_store(checked.settings).read(project_id)
     sys.stdout.write(f"{line}\n  project {project_id}: {totals}\n  workspace: git clone {repo}\n")
     sys.stdout.flush()
     return detail.status
 
 
-def _paused_line(project_id: str, reason: PauseReason | None) -> str:
+def _paused_line(reason: PauseReason | None, message: str | None) -> str:
     """``paused (budget): spent $… of $…; what to do``: the pause's words, named by its reason."""
-    with session_scope() as session:
-        message = session.get_one(Project, project_id).status_reason or ""
     what, hint = PAUSES.get(reason, (reason.value, "")) if reason else ("paused", "")
-    return f"paused ({what}): {message}" + (f"; {hint}" if hint else "")
+    return f"paused ({what}): {message or ''}" + (f"; {hint}" if hint else "")

@@ -4,6 +4,7 @@
 coordinator's HTTP API for ``raas mcp`` over stdio, or the core in-process for the /mcp
 endpoint), ``server`` (the SDK's server and the two transports).
 
-May import ``orchestrator.queries``, ``orchestrator.scheduling`` and ``shared``; never the edges
-above it (``api`` mounts it, ``cli`` runs it over stdio) nor ``workers``.
+May import the layers below it (``queries``, ``transcripts``, ``delivery``, ``scheduling``,
+``remotes``) and ``shared``, and uses ``queries`` and ``scheduling``; never the edges above it
+(``api`` mounts it, ``cli`` runs it over stdio) nor ``workers``.
 """

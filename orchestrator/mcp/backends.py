@@ -20,19 +20,31 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any, Literal, Protocol
+from urllib.parse import quote
 
+from orchestrator.notify import subscriptions
+from orchestrator.notify.subscriptions import SubscriptionOut
 from orchestrator.queries import costs, memory, projects
 from orchestrator.queries.costs import CostReport
 from orchestrator.queries.follow import follow
-from orchestrator.scheduling import lifecycle, submission
+from orchestrator.scheduling import decisions, lifecycle, submission, talk
+from orchestrator.scheduling.approvals import ApprovalOut
 from orchestrator.scheduling.dispatch import Dispatcher
+from orchestrator.scheduling.talk import SaidOut
+from orchestrator.triggers import store
+from orchestrator.workspaces import get_store
 from shared import events
 from shared.db import session_scope
 from shared.events import EventBus
+from shared.models import TriggerStatus
 from shared.schemas import EventOut, MemoryEntryOut, ProjectDetail, ProjectOut
 from shared.settings import Settings
+from shared.triggers import TriggerOut, TriggerRunOut
 
 Action = Literal["pause", "resume", "stop"]
+TriggerAction = Literal["pause", "resume"]
+#: The trigger's latest runs a look at one trigger shows.
+TRIGGER_RUNS = 10
 
 
 class Backend(Protocol):
@@ -63,8 +75,24 @@ class Backend(Protocol):
 
     def cost(self, project_id: str) -> CostReport: ...
 
+    def decide(self, project_id: str, reject: bool, comment: str | None) -> ApprovalOut: ...
+
+    def say(self, project_id: str, text: str, agent: str | None, now: bool) -> SaidOut: ...
+
     def search_memory(self, project_id: str, query: str, limit: int) -> list[MemoryEntryOut]:
         """The keys of the project's memory bank matching ``query``, best first."""
+        ...
+
+    def triggers(self) -> list[TriggerOut]: ...
+
+    def trigger(self, ref: str) -> tuple[TriggerOut, list[TriggerRunOut]]:
+        """One trigger (by id or name) and its latest runs."""
+        ...
+
+    def control_trigger(self, ref: str, action: TriggerAction) -> TriggerOut: ...
+
+    def notifications(self) -> list[SubscriptionOut]:
+        """The caller's notification subscriptions, with their state."""
         ...
 
 
@@ -83,11 +111,15 @@ class HttpApi(Protocol):
 
     def action(self, project_id: str, verb: str) -> dict[str, Any]: ...
 
+    def approve(self, project_id: str, reject: bool, comment: str | None) -> dict[str, Any]: ...
+
     def cost(self, project_id: str, iterations: bool) -> dict[str, Any]: ...
 
     def memory(
         self, project_id: str, search: str | None = None, tags: Sequence[str] = (), limit: int | None = None
     ) -> list[dict[str, Any]]: ...
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any: ...
 
 
 def _take(stream: Iterator[EventOut], limit: int) -> list[EventOut]:
@@ -130,9 +162,35 @@ class HttpBackend:
     def cost(self, project_id: str) -> CostReport:
         return CostReport.model_validate(self._client.cost(project_id, False))
 
+    def decide(self, project_id: str, reject: bool, comment: str | None) -> ApprovalOut:
+        return ApprovalOut.model_validate(self._client.approve(project_id, reject, comment))
+
+    def say(self, project_id: str, text: str, agent: str | None, now: bool) -> SaidOut:
+        body = {"text": text, "agent": agent, "now": now}
+        said = self._client.request("POST", f"/v1/projects/{project_id}/say", json=body)
+        return SaidOut.model_validate(said)
+
     def search_memory(self, project_id: str, query: str, limit: int) -> list[MemoryEntryOut]:
         found = self._client.memory(project_id, search=query, limit=limit)
         return [MemoryEntryOut.model_validate(entry) for entry in found]
+
+    def triggers(self) -> list[TriggerOut]:
+        return [TriggerOut.model_validate(row) for row in self._client.request("GET", "/v1/triggers")]
+
+    def trigger(self, ref: str) -> tuple[TriggerOut, list[TriggerRunOut]]:
+        path = f"/v1/triggers/{quote(ref, safe='')}"
+        found = TriggerOut.model_validate(self._client.request("GET", path))
+        runs = self._client.request("GET", f"{path}/runs", params={"limit": TRIGGER_RUNS})
+        return found, [TriggerRunOut.model_validate(run) for run in runs]
+
+    def control_trigger(self, ref: str, action: TriggerAction) -> TriggerOut:
+        path = f"/v1/triggers/{quote(ref, safe='')}/{action}"
+        return TriggerOut.model_validate(self._client.request("POST", path))
+
+    def notifications(self) -> list[SubscriptionOut]:
+        return [
+            SubscriptionOut.model_validate(row) for row in self._client.request("GET", "/v1/notifications")
+        ]
 
 
 @dataclass(frozen=True)
@@ -150,6 +208,7 @@ class CoreBackend:
     tenant_id: str | None
     authorize: Callable[[str], None]
     admit_submission: Callable[[], None]
+    caller: str = "operator"  # who decides an approval: Principal.name
     reads_local_directories = False
 
     def _visible(self, project_id: str) -> ProjectOut:
@@ -162,7 +221,7 @@ class CoreBackend:
             upload = Path(tmp) / "upload.tar.gz"
             upload.write_bytes(archive)
             created = submission.create_project(
-                self.settings.workspaces_dir(),
+                get_store(self.settings),
                 upload,
                 name,
                 self.bus,
@@ -201,6 +260,44 @@ class CoreBackend:
         self.authorize(project_id)
         return costs.cost_report(project_id)
 
+    def decide(self, project_id: str, reject: bool, comment: str | None) -> ApprovalOut:
+        self.authorize(project_id)
+        return decisions.decide(
+            project_id,
+            approve=not reject,
+            comment=comment,
+            by=self.caller,
+            dispatcher=self.dispatcher,
+            bus=self.bus,
+        )
+
+    def say(self, project_id: str, text: str, agent: str | None, now: bool) -> SaidOut:
+        self.authorize(project_id)
+        return talk.say_to(
+            project_id,
+            text,
+            author=self.caller,
+            agent_id=agent,
+            now=now,
+            dispatcher=self.dispatcher,
+            bus=self.bus,
+        )
+
     def search_memory(self, project_id: str, query: str, limit: int) -> list[MemoryEntryOut]:
         self.authorize(project_id)
         return memory.search_memory(project_id, query, limit=limit)
+
+    def triggers(self) -> list[TriggerOut]:
+        return store.list_triggers(self.tenant_id, self.settings)
+
+    def trigger(self, ref: str) -> tuple[TriggerOut, list[TriggerRunOut]]:
+        found = store.show_trigger(self.tenant_id, ref, self.settings)
+        return found, store.trigger_runs(self.tenant_id, ref, TRIGGER_RUNS)
+
+    def control_trigger(self, ref: str, action: TriggerAction) -> TriggerOut:
+        status = TriggerStatus.PAUSED if action == "pause" else TriggerStatus.ACTIVE
+        return store.set_status(self.tenant_id, ref, status)
+
+    def notifications(self) -> list[SubscriptionOut]:
+        with session_scope() as session:
+            return subscriptions.listing(session, self.tenant_id)

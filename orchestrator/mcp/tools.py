@@ -1,7 +1,7 @@
 """The MCP tools: a handful of verbs on projects, written once against a Backend.
 
 Why few and short: an MCP client pays for every tool's schema and description in its context
-before any work (a well-known peer's 96 tools cost ~39k tokens), so there are six and
+before any work (a well-known peer's 96 tools cost ~39k tokens), so there are ten and
 their listing stays under 2,000 tokens (tests/integration/test_mcp_http.py counts it). Each
 schema is generated from the pydantic model that validates the arguments, with pydantic's
 titles left out; bad arguments come back as one line naming each argument at fault, and errors
@@ -23,12 +23,13 @@ from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from orchestrator.mcp.backends import Action, Backend
+from orchestrator.mcp.backends import Action, Backend, TriggerAction
 from orchestrator.scheduling.submission import read_project_files
 from shared.archive import pack_directory, pack_files
 from shared.errors import InvalidInput, RaasError, one_line
 from shared.memory import QUERY_CHARS, SEARCH_LIMIT
 from shared.models import ProjectStatus
+from shared.said import SAID_CHARS
 from shared.schemas import EventOut
 
 log = logging.getLogger(__name__)
@@ -100,12 +101,38 @@ class ControlArgs(_Args):
     action: Action
 
 
+class DecideArgs(_Args):
+    project_id: ProjectId
+    reject: bool = Field(False, description="Reject: the agent works on, told the comment")
+    comment: str | None = Field(None, max_length=SAID_CHARS, description="Words the agent reads")
+
+
+class SayArgs(_Args):
+    project_id: ProjectId
+    text: str = Field(min_length=1, max_length=SAID_CHARS, description="What to tell the agent")
+    agent: str | None = Field(None, max_length=32, description="An agent's id; none: the next to run")
+    now: bool = Field(False, description="End its turn after the tool call in flight")
+
+
 class MemoryArgs(_Args):
     project_id: ProjectId
     query: str = Field(
         min_length=1, max_length=QUERY_CHARS, description='Full text: words, "a phrase", or, -word'
     )
     limit: int = Field(10, ge=1, le=SEARCH_LIMIT)
+
+
+class TriggersArgs(_Args):
+    trigger: str = Field("", max_length=100, description="Id or name: that one, with its latest runs")
+
+
+class TriggerControlArgs(_Args):
+    trigger: str = Field(min_length=1, max_length=100, description="Trigger id or name")
+    action: TriggerAction
+
+
+class NoArgs(_Args):
+    pass
 
 
 class EventsPage(BaseModel):
@@ -188,6 +215,14 @@ def _control(backend: Backend, args: ControlArgs) -> BaseModel:
     return backend.control(args.project_id, args.action)
 
 
+def _decide(backend: Backend, args: DecideArgs) -> BaseModel:
+    return backend.decide(args.project_id, args.reject, args.comment)
+
+
+def _say(backend: Backend, args: SayArgs) -> BaseModel:
+    return backend.say(args.project_id, args.text, args.agent, args.now)
+
+
 def _cost(backend: Backend, args: ProjectArgs) -> BaseModel:
     return backend.cost(args.project_id)
 
@@ -195,6 +230,25 @@ def _cost(backend: Backend, args: ProjectArgs) -> BaseModel:
 def _memory(backend: Backend, args: MemoryArgs) -> dict[str, Any]:
     found = backend.search_memory(args.project_id, args.query, args.limit)
     return {"entries": [entry.model_dump(mode="json") for entry in found]}
+
+
+#: What a listing shows of each trigger; one trigger shown alone has its spec and runs too.
+TRIGGER_SUMMARY = {"id", "name", "source", "status", "on_active", "next_slot_at", "hook_path"}
+
+
+def _triggers(backend: Backend, args: TriggersArgs) -> dict[str, Any]:
+    if not args.trigger:
+        return {"triggers": [t.model_dump(mode="json", include=TRIGGER_SUMMARY) for t in backend.triggers()]}
+    found, runs = backend.trigger(args.trigger)
+    return {**found.model_dump(mode="json"), "runs": [run.model_dump(mode="json") for run in runs]}
+
+
+def _control_trigger(backend: Backend, args: TriggerControlArgs) -> dict[str, Any]:
+    return backend.control_trigger(args.trigger, args.action).model_dump(mode="json", include=TRIGGER_SUMMARY)
+
+
+def _notifications(backend: Backend, _args: NoArgs) -> dict[str, Any]:
+    return {"subscriptions": [row.model_dump(mode="json") for row in backend.notifications()]}
 
 
 _FILES = "`files` ({path: text}, PROMPT.md required; under 1 MiB)"
@@ -235,6 +289,36 @@ def tools_for(reads_local_directories: bool) -> Mapping[str, Tool[Any]]:
         Tool("control_project", "Pause, resume or stop a project.", ControlArgs, _control),
         Tool("project_cost", "What a project cost: total, by agent, model and hour.", ProjectArgs, _cost),
         Tool("search_memory", "Search a project's memory bank; best matches first.", MemoryArgs, _memory),
+        Tool(
+            "decide_approval",
+            "Approve (or reject) what a waiting_for_approval project waits for; once only.",
+            DecideArgs,
+            _decide,
+        ),
+        Tool(
+            "say_to_agent",
+            "Tell a running project's agent something (`raas say`); it reads it at its next turn.",
+            SayArgs,
+            _say,
+        ),
+        Tool(
+            "list_triggers",
+            "Your triggers; with `trigger`, its spec and latest runs.",
+            TriggersArgs,
+            _triggers,
+        ),
+        Tool(
+            "control_trigger",
+            "Pause or resume a trigger (paused: deliveries ignored, schedule slots skipped).",
+            TriggerControlArgs,
+            _control_trigger,
+        ),
+        Tool(
+            "list_notifications",
+            "Your notification subscriptions and their state (why a failing endpoint was paused).",
+            NoArgs,
+            _notifications,
+        ),
     ]
     return {tool.name: tool for tool in listed}
 

@@ -2,6 +2,7 @@
 agent tree, the operators' metrics and live workers, following a project's events, and its
 memory bank.
 
-Nothing here changes a project. May import ``shared`` and ``orchestrator.scheduling`` (for the
-row lookups); never ``workers`` or the edges.
+Nothing here changes a project. May import ``shared`` and the layers below it,
+``orchestrator.scheduling`` (the row lookups, the workspaces) and ``orchestrator.remotes``; never
+``transcripts`` or ``delivery`` (its siblings), the edges or ``workers``.
 """

@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from orchestrator.queries.costs import CALL_SUMS, Tokens, cost_line
 from orchestrator.scheduling import workspace
 from orchestrator.scheduling.lookup import get_project_row
+from orchestrator.workspaces import WorkspaceStore
 from shared.db import session_scope
 from shared.errors import GitError, NotFound
 from shared.git import git
@@ -129,7 +130,7 @@ def _cut(text: str) -> str:
     return text if len(text) <= DIFF_CHARS else text[:DIFF_CHARS] + "\n… (cut; `raas diff` shows all)\n"
 
 
-def agent_outputs(workspaces_dir: Path, project_id: str, agent_id: str) -> AgentOutputs:
+def agent_outputs(store: WorkspaceStore, project_id: str, agent_id: str) -> AgentOutputs:
     with session_scope() as session:
         get_project_row(session, project_id)
         _agent_row(session, project_id, agent_id)
@@ -139,7 +140,7 @@ def agent_outputs(workspaces_dir: Path, project_id: str, agent_id: str) -> Agent
         spans = [
             (it.number, it.attempt, it.status, it.summary, it.base_sha, it.commit_sha) for it in iterations
         ]
-    repo = workspace.repo_path(workspaces_dir, project_id)
+    repo = store.read(project_id)
     diffs = []
     for number, attempt, status, summary, base, commit in spans:
         files: list[ChangedFile] = []
@@ -155,7 +156,7 @@ def agent_outputs(workspaces_dir: Path, project_id: str, agent_id: str) -> Agent
                 number=number, attempt=attempt, status=status, summary=summary, files=files, diff=text
             )
         )
-    root = workspace.root_commit(workspaces_dir, project_id)
+    root = workspace.root_commit(repo)
     return AgentOutputs(
         iterations=diffs,
         files=changed_files(repo, root, "main"),

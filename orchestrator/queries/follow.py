@@ -12,15 +12,34 @@ import time
 from collections.abc import Iterator
 
 import redis
+from sqlalchemy import select
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from shared import events
 from shared.db import session_scope
+from shared.models import Event
 from shared.schemas import EventOut
 
 log = logging.getLogger(__name__)
 POLL_INTERVAL_S = 1.0
 PAGE = 1000  # events read from the database at a time
+
+
+# A delivered project runs again for each pull request round, which ends with round_finished.
+_ENDS = events.TERMINAL_EVENTS | {events.ROUND_FINISHED}
+
+
+def _runs_again(project_id: str, after_seq: int) -> bool:
+    """Whether a pull request round started after this end (then following goes on to it); an
+    unreachable database says no: the stream ends there, as it did before rounds."""
+    later = select(Event.seq).where(
+        Event.project_id == project_id, Event.seq > after_seq, Event.type == events.ROUND_STARTED
+    )
+    try:
+        with session_scope() as session:
+            return session.scalars(later.limit(1)).first() is not None
+    except (OperationalError, InterfaceError):
+        return False
 
 
 def _from_db(project_id: str, after_seq: int) -> list[EventOut]:
@@ -96,7 +115,7 @@ def follow(
                 last = event.seq
                 idle_since = time.monotonic()
                 yield event
-                if event.type in events.TERMINAL_EVENTS:
+                if event.type in _ENDS and not _runs_again(project_id, last):
                     return
             wait_s = poll_interval_s
             if idle_timeout_s is not None:

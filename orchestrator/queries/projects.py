@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from sqlalchemy import func, select
 
 from orchestrator.queries.memory import memory_size
 from orchestrator.scheduling import workspace
 from orchestrator.scheduling.lookup import get_project_row
+from orchestrator.workspaces import WorkspaceStore
 from shared import events
 from shared.db import session_scope
 from shared.errors import Conflict, NotFound
@@ -68,14 +67,13 @@ def event_history(project_id: str, after_seq: int = 0) -> list[EventOut]:
         return events.history(session, project_id, after_seq, limit=100_000)
 
 
-def project_diff(workspaces_dir: Path, project_id: str, iteration_number: int | None) -> str:
+def project_diff(store: WorkspaceStore, project_id: str, iteration_number: int | None) -> str:
     """What one iteration changed (its commits), or the whole project since its first commit."""
     with session_scope() as session:
         project = get_project_row(session, project_id)
         if iteration_number is None:
-            return workspace.diff(
-                workspaces_dir, project.id, workspace.root_commit(workspaces_dir, project.id), "main"
-            )
+            bare = store.read(project.id)
+            return workspace.diff(bare, workspace.root_commit(bare), "main")
         iteration = session.scalars(
             select(Iteration)
             .join(Agent, Agent.id == Iteration.agent_id)
@@ -87,4 +85,4 @@ def project_diff(workspaces_dir: Path, project_id: str, iteration_number: int | 
         if iteration.base_sha is None or iteration.commit_sha is None:
             msg = f"iteration {iteration_number} of {project_id} has not committed anything yet"
             raise Conflict(msg)
-        return workspace.diff(workspaces_dir, project.id, iteration.base_sha, iteration.commit_sha)
+        return workspace.diff(store.read(project.id), iteration.base_sha, iteration.commit_sha)

@@ -48,21 +48,30 @@ class Credential:
     secret: str = field(repr=False)
 
 
+def configured_key(settings: Settings) -> str | None:
+    """RAAS_SECRET_KEY, or the contents of RAAS_SECRET_KEY_FILE; None when neither is set.
+
+    Raises:
+        InvalidInput: the file cannot be read.
+    """
+    if settings.secret_key is not None:
+        return settings.secret_key.get_secret_value() or None
+    if settings.secret_key_file is None:
+        return None
+    try:
+        return settings.secret_key_file.read_text(encoding="utf-8").strip() or None
+    except OSError as exc:
+        msg = f"RAAS_SECRET_KEY_FILE: cannot read {settings.secret_key_file} ({exc.strerror})"
+        raise InvalidInput(msg) from exc
+
+
 def _fernet(settings: Settings) -> Fernet:
     """The operator's key.
 
     Raises:
         InvalidInput: no key is configured, or it is not a Fernet key (the message says how to set one).
     """
-    key: str | None = None
-    if settings.secret_key is not None:
-        key = settings.secret_key.get_secret_value()
-    elif settings.secret_key_file is not None:
-        try:
-            key = settings.secret_key_file.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            msg = f"RAAS_SECRET_KEY_FILE: cannot read {settings.secret_key_file} ({exc.strerror})"
-            raise InvalidInput(msg) from exc
+    key = configured_key(settings)
     if not key:
         msg = (
             "git credentials are stored encrypted and this coordinator has no key: set RAAS_SECRET_KEY "
@@ -74,6 +83,28 @@ def _fernet(settings: Settings) -> Fernet:
         return Fernet(key.encode())
     except ValueError as exc:
         msg = "RAAS_SECRET_KEY is not a Fernet key (32 url-safe base64-encoded bytes); generate one"
+        raise InvalidInput(msg) from exc
+
+
+def seal(settings: Settings, secret: str) -> str:
+    """``secret`` encrypted with the operator's key (a webhook's or a mail server's secret).
+
+    Raises:
+        InvalidInput: no key is configured (see :func:`_fernet`).
+    """
+    return _fernet(settings).encrypt(secret.encode()).decode()
+
+
+def unseal(settings: Settings, token: str, what: str) -> str:
+    """The secret :func:`seal` encrypted.
+
+    Raises:
+        InvalidInput: the coordinator's key cannot decrypt it (the key changed); names ``what``.
+    """
+    try:
+        return _fernet(settings).decrypt(token.encode()).decode()
+    except InvalidToken as exc:
+        msg = f"the secret of {what} cannot be decrypted with this coordinator's key; set it again"
         raise InvalidInput(msg) from exc
 
 

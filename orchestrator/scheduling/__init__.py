@@ -10,6 +10,7 @@ re-sends the work of dead workers and ``worker_watch`` says when no worker is le
 ``workspace`` holds the bare git repositories the coordinator owns; ``lookup`` finds the rows
 all of them act on.
 
-May import: ``shared`` only. Never ``workers``, and nothing above it in ``orchestrator``
-(queries, transcripts, the edges).
+May import ``shared`` and ``orchestrator.remotes``, the layer below it (``source`` clones a
+project's repository). Never ``workers``, and nothing above it in ``orchestrator`` (queries,
+transcripts, delivery, the edges).
 """

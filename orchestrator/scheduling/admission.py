@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from sqlalchemy import bindparam, select
 
+from orchestrator.scheduling import approvals
 from orchestrator.scheduling.breaker import Breaker, IterationReport, check_timeout, may_run, record
 from orchestrator.scheduling.outbox import Outbox
 from orchestrator.scheduling.transitions import pause, pause_for_breaker, pause_for_budget
 from shared import budget
+from shared.harnesses import HARNESSES
 from shared.models import (
     Agent,
     Iteration,
@@ -73,6 +75,10 @@ def pump(out: Outbox, project: Project, config: ProjectConfig) -> int:
     in_flight = [agent for iteration, agent in candidates.items() if _in_flight(iteration)]
     active = len(in_flight)
     writer_busy = any(not agent.parallel for agent in in_flight)
+    if config.approvals.spend_usd is not None:  # a person decides whether it spends more (issue #25)
+        sending = any(i.status == IterationStatus.QUEUED and not _in_flight(i) for i in candidates)
+        if approvals.spend_waits(out, project, config, sending=sending, active=active):
+            return 0
     sent = 0
     for iteration, agent in candidates.items():
         if iteration.status != IterationStatus.QUEUED or _in_flight(iteration):
@@ -99,11 +105,14 @@ def _in_flight(iteration: Iteration) -> bool:
 def _reserve_first_call(
     out: Outbox, project: Project, config: ProjectConfig, iteration: Iteration, category: str
 ) -> bool:
-    """The budget gate (DESIGN.md rule 1): reserve the iteration's first call before it is sent."""
+    """The budget gate (DESIGN.md rule 1): hold the iteration's first call before it is sent, if
+    what remains pays at least the smallest call of its model."""
     price = find_price(config.model_for(category), config.pricing)
     assert price is not None  # raas.toml validation refuses unpriced models
     estimate = budget.call_estimate_usd(price, budget.DEFAULT_INPUT_TOKENS, config.max_tokens)
-    return budget.admit(out.session, project, iteration, estimate)
+    harness = HARNESSES.get(config.harness_for(category))
+    first = harness.first_request_tokens if harness is not None else budget.DEFAULT_INPUT_TOKENS
+    return budget.admit(out.session, project, iteration, estimate, budget.smallest_call_usd(price, first))
 
 
 def _breaker_allows(out: Outbox, project: Project, config: ProjectConfig) -> bool:

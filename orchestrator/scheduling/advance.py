@@ -19,6 +19,7 @@ from orchestrator.scheduling.dispatch import Dispatcher
 from orchestrator.scheduling.lookup import FINISHED_AGENT, get_project_row, waiting_for_children
 from orchestrator.scheduling.outbox import Outbox, transaction
 from orchestrator.scheduling.transitions import end, pause, pause_for_budget
+from orchestrator.workspaces import WorkspaceStore
 from shared.categories import Role
 from shared.db import session_scope
 from shared.errors import Conflict, NotFound
@@ -103,6 +104,13 @@ def _decide(
     if iteration.error_kind == ErrorKind.BUDGET:
         pause_for_budget(out, project)
         return
+    if iteration.error_kind == ErrorKind.ENVIRONMENT:  # no later iteration would do better
+        end(
+            out,
+            project,
+            ProjectFailed(reason=iteration.error or "environment failed", task=_task_of(out, agent).key),
+        )
+        return
     if children:
         spawned = out.session.scalars(select(Agent.id).where(Agent.spawned_by == iteration.id))
         for child_id in spawned.all():
@@ -121,13 +129,15 @@ def _root_iteration_done(
     role = config.role_of(agent.category)
     if role is Role.VALIDATOR and config.check_command:
         _validated(out, project, config, agent, _task_of(out, agent), iteration)
+    elif workflows.reviewed(out, project, config, agent, iteration):
+        return  # dialectic: a reviewer reads the iteration before the builder goes on
     elif iteration.completed_task and _completion_confirmed(out.session, agent.id, threshold):
         agent.status = AgentStatus.COMPLETED
         task = _task_of(out, agent)
         if role is Role.PLANNER:
             task.status = TaskStatus.COMPLETED
             workflows.accept_plan(out, project, config, iteration.summary or "")
-        elif config.workflow == "pipeline":
+        elif workflows.gated(config):
             workflows.start_validation(out, project, config, task)
         else:
             workflows.complete_task(out, project, config, task)
@@ -210,7 +220,7 @@ def _completion_confirmed(session: Session, agent_id: str, threshold: int) -> bo
 
 
 def accept_workspace(
-    workspaces_dir: Path,
+    store: WorkspaceStore,
     project_id: str,
     iteration_id: str,
     attempt: int,
@@ -233,7 +243,8 @@ def accept_workspace(
                 f"iteration {iteration_id} attempt {attempt} is not the running attempt; its push is refused"
             )
             raise Conflict(msg)
-    sha, files = workspace.accept_bundle(workspaces_dir, project_id, iteration_id, base_sha, bundle)
+    with store.write(project_id) as bare:
+        sha, files = workspace.accept_bundle(bare, iteration_id, base_sha, bundle)
     with transaction(dispatcher, bus) as out:
         project = get_project_row(out.session, project_id, lock=True)
         moved = project.workspace_sha != sha

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from sqlalchemy import select
 
+from orchestrator.scheduling import approvals
 from orchestrator.scheduling.admission import pump, schedule
 from orchestrator.scheduling.breaker import Breaker, may_run, reset
 from orchestrator.scheduling.dispatch import Dispatcher
@@ -26,6 +27,8 @@ from shared.iterations import fail_iteration
 from shared.models import (
     Agent,
     AgentStatus,
+    Approval,
+    ApprovalStatus,
     Iteration,
     IterationStatus,
     PauseReason,
@@ -62,8 +65,29 @@ def resume_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Pr
         _require(project, (ProjectStatus.PAUSED,), "resumed")
         if project.breaker:
             project.breaker = reset(Breaker.model_validate(project.breaker), utcnow()).model_dump(mode="json")
-        reopen(out, project, "user")
+        if project.pause_reason == PauseReason.APPROVAL:
+            _wait_again(out, project)
+        else:
+            reopen(out, project, "user")
         return ProjectOut.model_validate(project)
+
+
+def _wait_again(out: Outbox, project: Project) -> None:
+    """A project paused at an approval's deadline waits for it again, with a new deadline."""
+    paused = out.session.scalars(
+        select(Approval)
+        .where(Approval.project_id == project.id, Approval.status == ApprovalStatus.PAUSED)
+        .order_by(Approval.decided_at.desc())
+    ).first()
+    project.status, project.status_reason, project.pause_reason = ProjectStatus.RUNNING, None, None
+    out.event(project.id, ProjectResumed(by="user"))
+    if paused is None:  # nothing to wait for any more: carry on
+        _continue_idle_agents(out, project)
+        return
+    task = out.session.get(Task, paused.task_id) if paused.task_id else None
+    approvals.wait_for(
+        out, project, ProjectConfig.model_validate(project.config), paused.point, paused.title, task
+    )
 
 
 def reopen(out: Outbox, project: Project, why: str, *, trial: bool = False) -> None:
@@ -139,7 +163,8 @@ def stop_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Proj
     """End a project for good; the reconcile loop terminates iterations still running after 30 s."""
     with transaction(dispatcher, bus) as out:
         project = get_project_row(out.session, project_id, lock=True)
-        _require(project, (ProjectStatus.CREATED, ProjectStatus.RUNNING, ProjectStatus.PAUSED), "stopped")
+        stoppable = (ProjectStatus.CREATED, ProjectStatus.RUNNING, ProjectStatus.PAUSED)
+        _require(project, (*stoppable, ProjectStatus.WAITING_FOR_APPROVAL), "stopped")
         end(out, project, ProjectStopped(reason="stopped by the user"))
         for iteration_id in out.session.scalars(
             select(Iteration.id).where(

@@ -1,11 +1,15 @@
 """What a coordinator transaction sends out once it has committed: events, iterations, deliveries.
 
 Publishing or enqueueing before the commit would let a follower or a worker look for a row
-that is not there yet (or never will be, if the transaction rolls back).
+that is not there yet (or never will be, if the transaction rolls back). A send that fails
+after the commit is logged, not raised: the committed rows are the truth, and what was not
+sent is sent again from them (a follower reads missed events from the database; the reconcile
+loop resends queued iterations and pending deliveries).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +23,8 @@ from shared.db import session_scope
 from shared.events import EventBus, EventData
 from shared.models import Delivery, Iteration, IterationStatus, new_id, utcnow
 from shared.schemas import EventOut
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -76,6 +82,15 @@ def transaction(dispatcher: Dispatcher, bus: EventBus) -> Iterator[Outbox]:
     for event in outbox.events:
         bus.publish(event)
     for project_id, iteration_id in outbox.iterations:
-        dispatcher.enqueue_iteration(project_id, iteration_id)
+        try:
+            dispatcher.enqueue_iteration(project_id, iteration_id)
+        except Exception:
+            # The row is committed, queued with its send time: the reconcile loop sends it again
+            # (DESIGN.md rule 3). The caller's change happened; a broker away must not make it
+            # answer as if it had not (the chaos soak: a start during a Redis restart got a 500).
+            log.warning("could not send iteration %s; the reconcile loop will", iteration_id, exc_info=True)
     for delivery_id in outbox.deliveries:
-        dispatcher.enqueue_delivery(delivery_id)
+        try:
+            dispatcher.enqueue_delivery(delivery_id)
+        except Exception:
+            log.warning("could not send delivery %s; the reconcile loop will", delivery_id, exc_info=True)

@@ -130,12 +130,11 @@ def take_service_files(source: Source, root: Path, files: tuple[str, ...]) -> No
             target.write_text(text, encoding="utf-8")
 
 
-def create_workspace(workspaces_dir: Path, project_id: str, source: Source) -> str:
+def create_workspace(bare: Path, source: Source) -> str:
     """The project's bare repository with ``main`` at the source commit and no remote; its sha."""
-    bare = workspace.repo_path(workspaces_dir, project_id)
-    workspaces_dir.mkdir(parents=True, exist_ok=True)
+    bare.parent.mkdir(parents=True, exist_ok=True)
     try:
-        git(workspaces_dir, "init", "-q", "--bare", str(bare))
+        git(bare.parent, "init", "-q", "--bare", str(bare))
         git(
             bare, "fetch", "-q", "--no-tags", str(source.clone), f"refs/heads/{source.ref}:{workspace.BRANCH}"
         )

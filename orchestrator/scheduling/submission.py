@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import tempfile
+from datetime import datetime, timedelta
 from pathlib import Path
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from orchestrator.scheduling import source as sources
 from orchestrator.scheduling import workflows, workspace
@@ -12,6 +15,7 @@ from orchestrator.scheduling.dispatch import Dispatcher
 from orchestrator.scheduling.lookup import get_project_row
 from orchestrator.scheduling.outbox import transaction
 from orchestrator.scheduling.prompt import PROMPT_FILE, read_prompt
+from orchestrator.workspaces import WorkspaceStore
 from shared import events
 from shared.categories import DEFAULT_CATEGORIES
 from shared.db import session_scope
@@ -19,8 +23,10 @@ from shared.errors import Conflict, InvalidInput
 from shared.event_payloads import ProjectCreated, ProjectStarted
 from shared.events import EventBus
 from shared.harnesses import check_binaries
-from shared.models import Project, ProjectStatus, new_id, utcnow
+from shared.models import Project, ProjectStatus, RunStatus, TriggerRun, new_id, utcnow
 from shared.project_config import ProjectConfig, SourceConfig, parse_project_config
+from shared.project_config.environment import ENVIRONMENT_FILE
+from shared.project_config.parse import full_network_key, parse_environment_file
 from shared.schemas import ProjectOut
 from shared.scud import parse_scg, to_task_specs
 from shared.settings import Settings, get_settings
@@ -30,16 +36,63 @@ SCUD_FILE = ".scud/tasks/tasks.scg"
 CONFIG_FILE = "raas.toml"
 
 
-def read_project_files(root: Path) -> tuple[str, ProjectConfig]:
-    """PROMPT.md and raas.toml of an unpacked project directory.
+def read_config(root: Path) -> ProjectConfig | None:
+    """raas.toml of a project directory, parsed and validated; None when there is none.
+
+    A submission parses its raas.toml once on each side (the CLI, the coordinator) and hands the
+    result on: ``read_project_files`` and the source lookup take it instead of parsing again.
+
+    Raises:
+        InvalidInput: raas.toml is invalid.
+    """
+    path = root / CONFIG_FILE
+    return (
+        parse_project_config(path.read_text(encoding="utf-8"), source=CONFIG_FILE) if path.is_file() else None
+    )
+
+
+def read_project_files(root: Path, config: ProjectConfig | None = None) -> tuple[str, ProjectConfig]:
+    """PROMPT.md and raas.toml of an unpacked project directory; ``config`` is its raas.toml when
+    the caller has parsed it already (:func:`read_config`), so it is not parsed twice.
 
     Raises:
         InvalidInput: PROMPT.md is missing, empty or too large, or raas.toml is invalid.
     """
     prompt = read_prompt(root)
-    config_path = root / CONFIG_FILE
-    text = config_path.read_text(encoding="utf-8") if config_path.is_file() else ""
-    return prompt, with_scud_tasks(root, parse_project_config(text, source=CONFIG_FILE))
+    if config is None:
+        config = read_config(root) or parse_project_config("", source=CONFIG_FILE)
+    return prompt, with_scud_tasks(root, config)
+
+
+def with_environment_file(root: Path, config: ProjectConfig) -> ProjectConfig:
+    """The config with the workspace's ``.raas/environment.toml`` as its ``[environment]``, when
+    raas.toml has none of its own (a link is not followed).
+
+    Raises:
+        InvalidInput: the file is not valid (one line naming it and the key).
+    """
+    path = root / ENVIRONMENT_FILE
+    if config.environment.active or path.is_symlink() or not path.is_file():
+        return config
+    environment = parse_environment_file(path.read_text(encoding="utf-8"))
+    return config.model_copy(update={"environment": environment})
+
+
+def check_network(config: ProjectConfig, network_allowed: bool) -> None:
+    """Refuse a project that asks for network on a cluster that allows none.
+
+    Raises:
+        InvalidInput: naming the key.
+    """
+    if network_allowed:
+        return
+    if config.sandbox.network:
+        msg = "raas.toml: [sandbox] network = true is not allowed on this cluster; remove it"
+        raise InvalidInput(msg)
+    key = full_network_key(config.environment)
+    if key is not None:
+        msg = f'raas.toml: [environment] {key} = "full" is not allowed on this cluster; use "registries"'
+        raise InvalidInput(msg)
 
 
 def with_scud_tasks(root: Path, config: ProjectConfig) -> ProjectConfig:
@@ -71,7 +124,7 @@ def with_scud_tasks(root: Path, config: ProjectConfig) -> ProjectConfig:
 
 
 def create_project(
-    workspaces_dir: Path,
+    store: WorkspaceStore,
     archive: Path,
     name: str | None,
     bus: EventBus,
@@ -95,15 +148,14 @@ def create_project(
         root.mkdir()
         workspace.unpack_upload(archive, root)
         settings = settings or get_settings()
-        source = _source_of(root, repo, ref, tenant_id, settings, Path(tmp))
-        prompt, config = read_project_files(root)
+        source, uploaded = _source_of(root, repo, ref, read_config(root), tenant_id, settings, Path(tmp))
+        prompt, config = read_project_files(root, uploaded)
+        config = with_environment_file(root, config)
         check_binaries(config.harnesses_in_use(), settings.harness_cache)
         if source is not None:
             repo_source = SourceConfig(repo=source.remote.url, ref=source.ref)
             config = config.model_copy(update={"source": repo_source})
-        if config.sandbox.network and not network_allowed:
-            msg = "raas.toml: [sandbox] network = true is not allowed on this cluster; remove it"
-            raise InvalidInput(msg)
+        check_network(config, network_allowed)
         for service_file in (PROMPT_FILE, CONFIG_FILE):
             (root / service_file).unlink(missing_ok=True)
         project = Project(
@@ -115,12 +167,15 @@ def create_project(
             budget_limit_usd=config.budget.limit_usd,
             created_at=utcnow(),
         )
-        if source is None:
-            sha = workspace.create_repo(workspaces_dir, project.id, root)
-        else:
+        if source is not None:
             project.source_repo, project.source_ref = source.remote.url, source.ref
             project.source_commit = source.commit
-            sha = sources.create_workspace(workspaces_dir, project.id, source)
+        with store.write(project.id) as bare:
+            sha = (
+                workspace.create_repo(bare, root)
+                if source is None
+                else sources.create_workspace(bare, source)
+            )
     project.workspace_sha = sha
     try:
         with session_scope() as session:
@@ -129,29 +184,35 @@ def create_project(
             event = events.record(session, project.id, ProjectCreated(name=project.name))
             out = ProjectOut.model_validate(project)
     except Exception:
-        shutil.rmtree(workspace.repo_path(workspaces_dir, project.id), ignore_errors=True)
+        store.discard(project.id)
         raise
     bus.publish(event)
     return out
 
 
 def _source_of(
-    root: Path, repo: str | None, ref: str | None, tenant_id: str | None, settings: Settings, tmp: Path
-) -> sources.Source | None:
+    root: Path,
+    repo: str | None,
+    ref: str | None,
+    uploaded: ProjectConfig | None,
+    tenant_id: str | None,
+    settings: Settings,
+    tmp: Path,
+) -> tuple[sources.Source | None, ProjectConfig | None]:
     """The repository the project starts from, cloned, with its PROMPT.md and raas.toml (and SCUD
     graph) put in ``root`` where the upload has none; None for a project from an upload alone.
+    With it, the project's raas.toml: ``uploaded`` (the upload's, parsed), else the repository's,
+    parsed here.
 
     Raises:
         InvalidInput: the upload holds more than PROMPT.md and raas.toml, or the clone fails
             (see :func:`orchestrator.scheduling.source.clone_source`), or neither the repository
             nor the upload has a PROMPT.md.
     """
-    config_path = root / CONFIG_FILE
-    if repo is None and config_path.is_file():
-        declared = parse_project_config(config_path.read_text(encoding="utf-8"), source=CONFIG_FILE).source
-        repo, ref = declared.repo, ref or declared.ref
+    if repo is None and uploaded is not None:
+        repo, ref = uploaded.source.repo, ref or uploaded.source.ref
     if repo is None:
-        return None
+        return None, uploaded
     extra = sorted(
         str(p.relative_to(root))
         for p in root.rglob("*")
@@ -166,8 +227,9 @@ def _source_of(
     with session_scope() as session:
         source = sources.clone_source(session, settings, tenant_id, repo, ref, tmp)
     sources.take_service_files(source, root, (PROMPT_FILE, CONFIG_FILE))
-    text = config_path.read_text(encoding="utf-8") if config_path.is_file() else ""
-    scud = parse_project_config(text, source=CONFIG_FILE).scud_file
+    # The upload's raas.toml is kept when it has one; else the repository's, if any, is read now.
+    config = uploaded if uploaded is not None else read_config(root)
+    scud = config.scud_file if config is not None else None
     sources.take_service_files(source, root, (scud or SCUD_FILE,))
     if not (root / PROMPT_FILE).is_file():
         msg = (
@@ -175,7 +237,7 @@ def _source_of(
             "command line (--prompt-file, or a directory holding one) has it"
         )
         raise InvalidInput(msg)
-    return source
+    return source, config
 
 
 def start_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> ProjectOut:
@@ -191,3 +253,24 @@ def start_project(project_id: str, dispatcher: Dispatcher, bus: EventBus) -> Pro
         out.event(project.id, ProjectStarted(workflow=config.workflow))
         workflows.expand(out, project, config)
         return ProjectOut.model_validate(project)
+
+
+def projects_this_hour(session: Session, tenant_id: str, now: datetime) -> int:
+    """The projects ``tenant_id`` made in the hour before ``now``: what its ``submissions_per_hour``
+    limits, for ``raas submit``, the MCP tools and its triggers alike. A trigger run's refusal is
+    recorded as a project that never starts; it is not one the tenant made."""
+    refused = select(TriggerRun.project_id).where(
+        TriggerRun.status == RunStatus.REFUSED, TriggerRun.project_id.is_not(None)
+    )
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(Project)
+            .where(
+                Project.tenant_id == tenant_id,
+                Project.created_at >= now - timedelta(hours=1),
+                Project.id.not_in(refused),
+            )
+        )
+        or 0
+    )

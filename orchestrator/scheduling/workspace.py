@@ -1,9 +1,13 @@
-"""The workspaces the coordinator owns: one bare git repository per project.
+"""The git operations on a project's workspace: one bare git repository per project.
 
 Workers never share a filesystem with the coordinator. They download the workspace as a git
 bundle and upload their iteration's commits as a bundle; the coordinator verifies the bundle,
 keeps it under ``refs/raas/iterations/<id>`` and moves ``main`` forward only from the commit
 the iteration started on (a compare-and-swap), so every change has an author and a diff.
+
+Where the repository lives is the workspace store's business (:mod:`orchestrator.workspaces`):
+callers get ``bare`` from ``store.read(project_id)``, or from ``store.write(project_id)`` to
+change it.
 """
 
 from __future__ import annotations
@@ -21,10 +25,6 @@ MAX_FILES = 20_000
 BRANCH = "refs/heads/main"
 # The commit a project started from when it is not its repository's root (a project from a repo).
 BASE_REF = "refs/raas/base"
-
-
-def repo_path(workspaces_dir: Path, project_id: str) -> Path:
-    return workspaces_dir / f"{project_id}.git"
 
 
 def unpack_upload(archive: Path, dest: Path) -> None:
@@ -60,11 +60,10 @@ def unpack_upload(archive: Path, dest: Path) -> None:
         raise InvalidInput(msg) from exc
 
 
-def create_repo(workspaces_dir: Path, project_id: str, files_dir: Path) -> str:
+def create_repo(bare: Path, files_dir: Path) -> str:
     """Create the project's bare repository with ``files_dir`` as its first commit; return its sha."""
-    bare = repo_path(workspaces_dir, project_id)
-    workspaces_dir.mkdir(parents=True, exist_ok=True)
-    git(workspaces_dir, "init", "-q", "--bare", str(bare))
+    bare.parent.mkdir(parents=True, exist_ok=True)
+    git(bare.parent, "init", "-q", "--bare", str(bare))
     git(files_dir, "init", "-q")
     commit_all(files_dir, "Initial workspace", "raas", "raas@constellation.local", allow_empty=True)
     sha = git(files_dir, "rev-parse", "HEAD")
@@ -73,14 +72,12 @@ def create_repo(workspaces_dir: Path, project_id: str, files_dir: Path) -> str:
     return sha
 
 
-def write_bundle(workspaces_dir: Path, project_id: str, dest: Path) -> None:
+def write_bundle(bare: Path, dest: Path) -> None:
     """A bundle of the project's ``main`` branch, for a worker to clone."""
-    git(repo_path(workspaces_dir, project_id), "bundle", "create", "-q", str(dest), "main")
+    git(bare, "bundle", "create", "-q", str(dest), "main")
 
 
-def accept_bundle(
-    workspaces_dir: Path, project_id: str, iteration_id: str, base_sha: str, bundle: Path
-) -> tuple[str, list[str]]:
+def accept_bundle(bare: Path, iteration_id: str, base_sha: str, bundle: Path) -> tuple[str, list[str]]:
     """Store an iteration's commits and fast-forward ``main`` to them.
 
     Returns:
@@ -90,7 +87,6 @@ def accept_bundle(
         InvalidInput: the bundle is not valid or does not build on ``base_sha``.
         Conflict: ``main`` moved since the iteration started.
     """
-    bare = repo_path(workspaces_dir, project_id)
     ref = f"refs/raas/iterations/{iteration_id}"
     try:
         git(bare, "bundle", "verify", "-q", str(bundle))
@@ -115,23 +111,22 @@ def accept_bundle(
     return new_sha, changed_files(bare, base_sha, new_sha)
 
 
-def write_archive(workspaces_dir: Path, project_id: str, dest: Path, rev: str = "main") -> None:
+def write_archive(bare: Path, dest: Path, rev: str = "main") -> None:
     """The files of ``rev`` of the workspace as a tar (``git archive``), links and all.
 
     The archive says what the commit holds; whoever unpacks it on a host does so through
     :func:`shared.archive.unpack`, which leaves out the links that lead outside.
     """
-    git(repo_path(workspaces_dir, project_id), "archive", "--format=tar", "-o", str(dest), rev)
+    git(bare, "archive", "--format=tar", "-o", str(dest), rev)
 
 
-def diff(workspaces_dir: Path, project_id: str, base: str, new: str) -> str:
-    return git(repo_path(workspaces_dir, project_id), "diff", base, new)
+def diff(bare: Path, base: str, new: str) -> str:
+    return git(bare, "diff", base, new)
 
 
-def root_commit(workspaces_dir: Path, project_id: str) -> str:
+def root_commit(bare: Path) -> str:
     """The commit the project started from: the source commit of a project from a repository,
     else the workspace's first commit."""
-    bare = repo_path(workspaces_dir, project_id)
     try:
         return git(bare, "rev-parse", "--verify", "-q", BASE_REF)
     except GitError:

@@ -7,6 +7,8 @@ from functools import lru_cache
 from orchestrator import delivery
 from orchestrator.scheduling import advance
 from orchestrator.scheduling.dispatch import CeleryDispatcher
+from orchestrator.triggers.launch import START_TRIGGER_RUN
+from orchestrator.triggers.start import start_run
 from shared.celery_app import ADVANCE_PROJECT, DELIVER, app
 from shared.events import RedisBus
 from shared.settings import get_settings
@@ -27,3 +29,9 @@ def advance_project(project_id: str, iteration_id: str) -> None:
 def deliver(delivery_id: str) -> None:
     """Idempotent: a delivery redelivered, resent or retried repeats none of its finished steps."""
     delivery.deliver(delivery_id, get_settings(), _bus())
+
+
+@app.task(name=START_TRIGGER_RUN)
+def start_trigger_run(run_id: str) -> None:
+    """Idempotent: a run already claimed (or decided) is left alone."""
+    start_run(run_id, get_settings(), CeleryDispatcher(app), _bus())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 
 from shared.models import Base
 from shared.settings import get_settings
@@ -21,5 +21,9 @@ else:
     with engine.connect() as connection:
         context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
         with context.begin_transaction():
+            if connection.dialect.name == "postgresql":
+                # Coordinator replicas starting together migrate one at a time: the next waits
+                # here, then finds the schema at the head already (released at the commit).
+                connection.execute(text("SELECT pg_advisory_xact_lock(hashtext('raas-migrate'))"))
             context.run_migrations()
     engine.dispose()

@@ -14,7 +14,14 @@ the set-up's parallelism (its total concurrency), containers started and removed
 the CPU each took: the Docker engine's, and the whole machine's with the docker CLI);
 then the **load**: every project started at once, ``--iterations`` iterations each, iterations
 per second from the first start to the last end. The ideal is the lower of concurrency /
-iteration time and the raw container rate (an iteration starts and removes one container).
+iteration time and the raw container rate (without reuse, an iteration starts and removes one
+container).
+
+**Task containers are reused** (issue #26 point 4, the default: ``RAAS_TASK_CONTAINER_IDLE_S``):
+a project's next iteration runs in the container its previous one left, so most iterations start
+none; ``--no-reuse`` runs both set-ups with a container per iteration, as before. Beside the
+throughput, the **machine's CPU per iteration** against a raw ``docker run --rm``'s (goal <= 1.0x
+with reuse) and the sandbox containers seen under load per iteration (sampled each second).
 Beside it, what a system costing nothing but the raw container would do in the same shape
 (:func:`container_bound`): with every project started at once its first wave waits for
 containers and its last one drains, ~0.7 of the ideal at 2 iterations a project, ~0.84 at the
@@ -47,10 +54,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import docker
 
 from shared.db import forget_engines
 from shared.migrate import upgrade
@@ -108,6 +117,7 @@ class Run:
     raw_containers_per_s: float = 0.0
     raw_cpu_s: dict[str, float] = field(default_factory=dict)  # per raw container, engine and machine
     load: tuple[float, float, int] = (0.0, 0.0, 0)
+    containers_seen: set[str] = field(default_factory=set)  # under load
     peak_memory_kib: int = 0
     idle_memory_kib: int = 0
     peak_running: int = 0
@@ -124,6 +134,10 @@ class Run:
     @property
     def ideal(self) -> float:
         return min(self.setup.slots / self.low_iteration_s, self.raw_containers_per_s)
+
+    @property
+    def machine_cpu_per_iteration(self) -> float:
+        return self.cpu_s.get("machine (every process)", 0.0) / max(1, self.load[2])
 
     @property
     def memory_per_iteration_mib(self) -> float:
@@ -206,8 +220,22 @@ def container_bound(setup: Setup, containers_per_s: float, iteration_s: float, i
     return setup.projects * iterations / last
 
 
-def start_and_wait(svc: rig.Services, running: Stack, ids: list[str], run: Run, timeout_s: float) -> None:
-    """Start every project at once; sample memory, running iterations and connections until all end."""
+def sandbox_ids(client: docker.DockerClient) -> set[str]:
+    """The sandbox containers on the engine now (sampled each second under load: a container lives
+    at least as long as its iteration, ~10 s here; the engine's event log keeps too few events)."""
+    return {c["Id"] for c in client.api.containers(all=True, filters={"label": "raas.managed=true"})}
+
+
+def start_and_wait(
+    svc: rig.Services,
+    running: Stack,
+    ids: list[str],
+    run: Run,
+    timeout_s: float,
+    engine: docker.DockerClient | None = None,
+) -> None:
+    """Start every project at once; sample memory, running iterations, connections and (given the
+    engine) sandbox containers until all end."""
     rig.call_all(running, "start", ids)
     deadline = time.monotonic() + timeout_s
     groups = [running.procs[f"worker{i}"].pid for i in range(run.setup.workers)]
@@ -216,6 +244,8 @@ def start_and_wait(svc: rig.Services, running: Stack, ids: list[str], run: Run, 
             run.peak_memory_kib = max(
                 run.peak_memory_kib, sum(rig.group_memory_kib(g, "Pss") for g in groups)
             )
+            if engine is not None:
+                run.containers_seen |= sandbox_ids(engine)
             row = conn.execute(
                 "SELECT (SELECT count(*) FROM iterations WHERE status = 'running' AND project_id = ANY(%s)),"
                 " (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()) - 1,"
@@ -247,9 +277,11 @@ def components(running: Stack, workers: int, postmaster: int) -> cpu.Components:
 def measure(svc: rig.Services, postmaster: int, setup: Setup, args: argparse.Namespace) -> Run:
     run = Run(setup)
     left_behind: list[str] = []
-    with rig.workdir() as workdir:
+    engine_client = docker.from_env()
+    with rig.workdir() as workdir, closing(engine_client):
+        env = {"RAAS_TASK_CONTAINER_IDLE_S": "0"} if args.no_reuse else None
         stack = rig.stack(
-            svc, workdir, script(args.delay), setup.workers, setup.concurrency, None, left_behind, setup.pool
+            svc, workdir, script(args.delay), setup.workers, setup.concurrency, env, left_behind, setup.pool
         )
         with stack as running:
             rig.wait_workers_ready(running, setup.workers)
@@ -269,9 +301,10 @@ def measure(svc: rig.Services, postmaster: int, setup: Setup, args: argparse.Nam
             ids = rig.create_projects(running, setup.projects, toml, f"{setup.name}-load")
             timeout_s = 300 + 4 * args.delay * args.iterations * setup.projects / setup.slots
             parts = components(running, setup.workers, postmaster)
-            before = parts.sample()
-            start_and_wait(svc, running, ids, run, timeout_s)
+            before, already = parts.sample(), sandbox_ids(engine_client)
+            start_and_wait(svc, running, ids, run, timeout_s, engine_client)
             run.cpu_s = cpu.spent(before, parts.sample())
+            run.containers_seen -= already
     run.load = load_span(svc, ids)
     run.phases = {"low load": phases_of(svc, low), "under load": phases_of(svc, ids)}
     run.low_iteration_s = rig.median(run.phases["low load"]["iteration"])
@@ -302,6 +335,16 @@ def table_of(a: Run, b: Run) -> Table:
             )
         )
     table.figures.append(
+        Figure(
+            "(b) machine CPU per iteration",
+            b.machine_cpu_per_iteration,
+            b.raw_cpu_s.get("machine (every process)", 0.0),
+            "CPU s",
+            "a raw docker run --rm, machine CPU per container",
+            goal_max=1.0,
+        )
+    )
+    table.figures.append(
         Figure("(b) iterations/s against (a)", b.throughput, a.throughput, "/s", "(a) prefork", goal_min=10)
     )
     table.figures.append(
@@ -322,7 +365,7 @@ def print_report(args: argparse.Namespace, a: Run, b: Run, table: Table) -> None
         f"density benchmark: model delay {args.delay:g} s per call, 2 calls and 1 bash call per iteration, "
         f"{args.iterations} iterations per project; (a) {a.setup.workers} prefork workers x "
         f"{a.setup.concurrency} on {a.setup.projects} projects, (b) 1 threads worker x {b.setup.concurrency} "
-        f"on {b.setup.projects} projects"
+        f"on {b.setup.projects} projects; task containers {'not ' if args.no_reuse else ''}reused"
     )
     print(f"machine: {rig.machine()}")
     table.print()
@@ -338,7 +381,9 @@ def print_report(args: argparse.Namespace, a: Run, b: Run, table: Table) -> None
             f"{run.raw_cpu_s.get('inside the containers', 0.0):.3f}, machine "
             f"{run.raw_cpu_s.get('machine (every process)', 0.0):.3f}); peak {run.peak_running} "
             f"running, {run.peak_connections} database connections; worker PSS idle "
-            f"{run.idle_memory_kib / 1024:.0f} MiB, peak {run.peak_memory_kib / 1024:.0f} MiB"
+            f"{run.idle_memory_kib / 1024:.0f} MiB, peak {run.peak_memory_kib / 1024:.0f} MiB; "
+            f"{len(run.containers_seen)} containers under load, "
+            f"{len(run.containers_seen) / max(1, iterations):.2f} per iteration"
         )
         bound = container_bound(run.setup, run.raw_containers_per_s, run.low_iteration_s, args.iterations)
         print(
@@ -383,6 +428,9 @@ def main() -> int:
     parser.add_argument("--prefork-workers", type=int, default=2, help="prefork workers of (a)")
     parser.add_argument("--prefork-concurrency", type=int, default=2, help="processes per prefork worker")
     parser.add_argument("--prefork-projects", type=int, default=12, help="projects of (a), started at once")
+    parser.add_argument(
+        "--no-reuse", action="store_true", help="a container per iteration (RAAS_TASK_CONTAINER_IDLE_S=0)"
+    )
     args = parser.parse_args()
     a = Setup("a", "prefork", args.prefork_workers, args.prefork_concurrency, args.prefork_projects)
     b = Setup("b", "threads", 1, args.concurrency, args.projects)

@@ -12,39 +12,50 @@ and worker memory, each against a raw baseline measured in this run.
    messages of the same size with their send time to the same subscriber, and another one
    writes each message to Postgres first, as an event's writer does (a counter row's next
    number, the time stamped, a row inserted, commit), then publishes it.
+   ``--follow-fraction`` (0.1) of them are submitted from a repository on a loopback git server
+   with a ``[delivery]`` to it and the fake forge (tests/benchmarks/delivering.py): they run as
+   many iterations, complete, push, open a pull request and follow it, polled by the
+   coordinator's poller every ``--poll-s`` (60, the product's default) seconds; a load project
+   ends when it has failed, or been delivered. ``--follow-fraction 0`` is the benchmark before issue #25.
 3. History: ``--long-projects`` projects run to iteration ``--long-iterations``; Postgres's own
    counters (pg_stat_database) over their first ``--window`` iterations and over their last
    ``--window``, per iteration (see tests/benchmarks/history.py). Constant work per iteration
    gives a late/early ratio of 1.
 
 Then the database is checked: no iteration lost or run twice, every project ended as expected,
-every event sequence gapless, every budget kept and every reservation released.
+every event sequence gapless, every budget kept and every reservation released; every delivering
+project opened one pull request and still follows it, polled with 304s. The pull requests opened
+and the forge's answers (200 vs 304) are printed under the table.
 
 Run: ``.venv/bin/python -m tests.benchmarks.bench_load [--projects N] [--iterations N] [--workers N]
-[--concurrency N] [--pool prefork|threads]``. Needs Postgres, Redis, Docker and the sandbox
-image; it makes its own database (dropped at the end) and a Redis server of its own (stopped at the end).
+[--concurrency N] [--pool prefork|threads] [--follow-fraction F] [--poll-s S]``. Needs Postgres, Redis,
+Docker and the sandbox image; it makes its own database (dropped at the end) and a Redis server of its
+own (stopped at the end).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+from cryptography.fernet import Fernet
 from psycopg.rows import dict_row
 
-from tests.benchmarks import history, raw, rig
+from tests.benchmarks import delivering, history, raw, rig
 from tests.benchmarks.follower import RAW_CHANNEL, RAW_COMMITTED_CHANNEL, Follower
 from tests.benchmarks.history import History
 from tests.benchmarks.table import Check, Figure, Table
 from tests.support.stack import Stack
 
 TERMINAL = ["completed", "failed", "stopped"]
+ENDED = [*TERMINAL, "delivered"]  # a delivering project ends its load once its PR is followed
 
 
 @dataclass
@@ -61,6 +72,8 @@ class Measured:
     history: History | None = None
     checks: list[Check] = field(default_factory=list)
     phases: list[str] = field(default_factory=list)
+    follow_ids: list[str] = field(default_factory=list)
+    forge: dict[str, Counter[str]] = field(default_factory=dict)  # the forge's answers, by when
 
 
 @dataclass
@@ -118,7 +131,7 @@ def run_load(svc: rig.Services, running: Stack, follower: Follower, ids: list[st
             while True:
                 peak = max(peak, worker_rss_kib(running, m.args.workers))
                 row = conn.execute(
-                    "SELECT count(*) FROM projects WHERE id = ANY(%s) AND status = ANY(%s)", (ids, TERMINAL)
+                    "SELECT count(*) FROM projects WHERE id = ANY(%s) AND status = ANY(%s)", (ids, ENDED)
                 ).fetchone()
                 ended = row[0] if row else 0
                 if ended == len(ids):
@@ -136,11 +149,13 @@ def run_load(svc: rig.Services, running: Stack, follower: Follower, ids: list[st
 
 
 def load_span(svc: rig.Services, project_ids: list[str]) -> tuple[float, float, int]:
-    """The load's first start, its last end (event timestamps) and how many iterations ran."""
+    """The load's first start, its last end (event timestamps: a delivering project's end is its
+    ``project_delivered``) and how many iterations ran."""
     with svc.pg() as conn:
         row = conn.execute(
             "SELECT min(ts) FILTER (WHERE type = 'project_started'), "
-            "max(ts) FILTER (WHERE type IN ('project_completed', 'project_failed', 'project_stopped')), "
+            "max(ts) FILTER (WHERE type IN "
+            "('project_completed', 'project_failed', 'project_stopped', 'project_delivered')), "
             "count(*) FILTER (WHERE type IN ('iteration_complete', 'iteration_error')) "
             "FROM events WHERE project_id = ANY(%s)",
             (project_ids,),
@@ -154,17 +169,29 @@ def measure(svc: rig.Services, workdir: Path, args: argparse.Namespace) -> Measu
     # The reconcile loop's passes would land in the windows by the clock, not by the iteration;
     # its cost is measured pass by pass instead (history.reconcile_pass).
     env = {"RAAS_RECONCILE_INTERVAL_S": "3600", "RAAS_WARM_POOL_SIZE": str(args.warm_pool)}
+    following = round(args.projects * args.follow_fraction)
+    if following:
+        env["RAAS_SECRET_KEY"] = Fernet.generate_key().decode()  # for the stored git credential
     left_behind: list[str] = []
     stack = rig.stack(
         svc, workdir, rig.NEVER_DONE_SCRIPT, args.workers, args.concurrency, env, left_behind, args.pool
     )
-    with stack as running:
+    with contextlib.ExitStack() as contexts:
+        remote = contexts.enter_context(delivering.remote(workdir)) if following else None
+        running = contexts.enter_context(stack)
         rig.wait_workers_ready(running, args.workers)
         clock.lap(m, "start the stack")
         m.raw_rate, m.raw_rss_kib = raw_throughput(running, args)
         clock.lap(m, "raw Celery baseline")
         m.rss_kib["idle"] = worker_rss_kib(running, args.workers)
-        load_ids = rig.create_projects(running, args.projects, rig.raas_toml(args.iterations), "load")
+        load_ids = rig.create_projects(
+            running, args.projects - following, rig.raas_toml(args.iterations), "load"
+        )
+        if remote is not None:
+            remote.store_credential(running)
+            toml = remote.toml(args.iterations, args.poll_s)
+            m.follow_ids = remote.create_projects(running, following, toml, "follow")
+            load_ids = delivering.interleave(m.follow_ids, load_ids)
         # One more than measured: the last window must end before any project does.
         long_ids = rig.create_projects(
             running, args.long_projects, rig.raas_toml(args.long_iterations + 1), "long"
@@ -175,15 +202,20 @@ def measure(svc: rig.Services, workdir: Path, args: argparse.Namespace) -> Measu
         load_end = run_load(svc, running, follower, load_ids, m)
         clock.lap(m, "load")
         m.rss_kib["after the load"] = worker_rss_kib(running, args.workers)
+        if remote is not None:
+            m.forge["after the load"] = remote.forge_counts()
         m.history = history.early_and_late(
             svc, running, follower, long_ids, args.long_iterations, args.window
         )
         clock.lap(m, "history")
         m.rss_kib["at the end"] = worker_rss_kib(running, args.workers)
         follower.stop()
+        if remote is not None:
+            m.forge["at the end"] = remote.forge_counts()
+            m.checks.extend(remote.checks(svc, m.follow_ids))
     m.load = load_span(svc, load_ids)
     m.latency, m.raw_latency = follower.latencies(until=load_end)
-    m.checks = [*integrity_checks(svc, load_ids, long_ids, args.iterations)]
+    m.checks = [*integrity_checks(svc, load_ids, long_ids, args.iterations, m.follow_ids), *m.checks]
     m.checks.append(delivery_check(svc, follower, load_ids + long_ids))
     m.checks.append(
         Check(
@@ -220,17 +252,19 @@ CHECKS = (
 
 
 def integrity_checks(
-    svc: rig.Services, load_ids: list[str], long_ids: list[str], iterations: int
+    svc: rig.Services, load_ids: list[str], long_ids: list[str], iterations: int, follow_ids: list[str]
 ) -> list[Check]:
-    """What the database says about loss, duplicates, event sequences and budgets."""
+    """What the database says about loss, duplicates, event sequences and budgets (a load project
+    of ``follow_ids`` ends delivered, following its PR; any other failed on max_iterations)."""
     with svc.pg() as conn, conn.cursor(row_factory=dict_row) as cursor:
         rows = [SimpleNamespace(**row) for row in cursor.execute(CHECK_SQL, (load_ids + long_ids,))]
     problems: dict[str, list[str]] = defaultdict(list)
     for r in rows:
         is_load = r.id in load_ids
-        if (r.status, "max_iterations" in (r.reason or "")) != (
-            ("failed", True) if is_load else ("stopped", False)
-        ):
+        expected = ("failed", True) if is_load else ("stopped", False)
+        if r.id in follow_ids:
+            expected = ("delivered", False)
+        if (r.status, "max_iterations" in (r.reason or "")) != expected:
             problems[CHECKS[0]].append(f"{r.id}: {r.status} ({r.reason})")
         counts = (r.rows, r.numbers, r.started, r.complete)
         if (is_load and set(counts) != {iterations}) or len(set(counts)) > 1 or r.max_attempt > 1 or r.not_ok:
@@ -354,6 +388,15 @@ def print_report(m: Measured, table: Table) -> None:
     )
     print(f"machine: {rig.machine()}")
     print(f"load: {iterations} iterations in {last - first:.1f} s")
+    if m.follow_ids:
+        forge = "; ".join(
+            f"{when}: " + ", ".join(f"{answer} x {n}" for answer, n in sorted(counts.items()))
+            for when, counts in m.forge.items()
+        )
+        print(
+            f"delivering: {len(m.follow_ids)} of {a.projects} load projects ({a.follow_fraction:.0%}) opened "
+            f"and followed a PR, polled every {a.poll_s:g} s; forge answers (method status x n): {forge}"
+        )
     table.print()
     print(
         f"\nwindows: {early.name}: {early.iterations} iterations in {early.duration_s:.0f} s; "
@@ -404,7 +447,20 @@ def main() -> int:
     parser.add_argument(
         "--warm-pool", type=int, default=0, help="RAAS_WARM_POOL_SIZE of the workers (0, the default: none)"
     )
+    parser.add_argument(
+        "--follow-fraction",
+        type=float,
+        default=0.1,
+        help="share of the load projects that deliver to a loopback remote and follow their PR (0: none)",
+    )
+    parser.add_argument(
+        "--poll-s", type=float, default=60.0, help="[delivery] poll_s of those projects (default: 60 s)"
+    )
     args = parser.parse_args()
+    if not 0 <= args.follow_fraction <= 1:
+        parser.error(f"--follow-fraction must be between 0 and 1 (got {args.follow_fraction:g})")
+    if args.poll_s < 1:
+        parser.error(f"--poll-s must be at least 1 ([delivery] poll_s's minimum; got {args.poll_s:g})")
     with rig.workdir() as workdir, rig.services() as svc:
         measured = measure(svc, workdir, args)
     table = table_of(measured)

@@ -53,6 +53,23 @@ def test_invalid_raas_toml_names_the_bad_key_and_nothing_is_written(
     assert coordinator_state(coordinator) == before
 
 
+def test_a_budget_too_small_for_one_call_is_refused_with_the_smallest_that_works(
+    coordinator: Stack, tmp_path: Path
+) -> None:
+    # Given a project whose limit cannot pay a single floor-sized call of its model
+    before = coordinator_state(coordinator)
+    (tmp_path / "PROMPT.md").write_text("do it\n")
+    (tmp_path / "raas.toml").write_text('model = "claude-sonnet-4-6"\n[budget]\nlimit_usd = 0.01\n')
+    # When it is submitted, it is refused in one line naming the smallest limit for that model
+    # (4,000 tokens in at the cache-write price $3.75 and 1,024 out at $15 per million)
+    result = coordinator.cli("submit", str(tmp_path))
+    assert_one_line_error(
+        result, "limit_usd = 0.01", "claude-sonnet-4-6", "smallest limit that works is 0.03036"
+    )
+    # And nothing was created
+    assert coordinator_state(coordinator) == before
+
+
 def test_invalid_upload_is_refused_by_the_api_itself(coordinator: Stack, tmp_path: Path) -> None:
     # The coordinator does not trust the CLI's checks: a raw upload gets the same answer.
     before = coordinator_state(coordinator)

@@ -8,6 +8,7 @@ run's `raas scripted-model` is not ours to judge or to kill).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -49,6 +50,10 @@ def _refused(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def demo(tmp_path: Path, *args: str, **env: str) -> Iterator[subprocess.Popen[str]]:
     """The demo in a new session (its own process group, as a terminal gives a command)."""
@@ -66,6 +71,9 @@ def demo(tmp_path: Path, *args: str, **env: str) -> Iterator[subprocess.Popen[st
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        # Ctrl-C as a terminal gives it: a test run started in the background (`cmd &` in a
+        # non-interactive shell) has SIGINT ignored, and a child would inherit that.
+        preexec_fn=_sigint_default,
     )
     try:
         yield proc
@@ -114,10 +122,16 @@ def test_the_demo_runs_hello_and_leaves_nothing_running(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_on_the_demo_stops_the_run_and_what_it_started(tmp_path: Path) -> None:
-    with demo(tmp_path) as proc:
+    # (hello's script, its first answer held for a minute: the run is still under way at Ctrl-C
+    # however fast or slow the machine; unchanged, hello could end before the signal arrived)
+    script = json.loads((ROOT_DIR / "examples/scripts/hello.json").read_text())
+    script["responses"][0]["latency_s"] = 60
+    slow = tmp_path / "hello-slow.json"
+    slow.write_text(json.dumps(script))
+    with demo(tmp_path, RAAS_DEMO_SCRIPT=str(slow)) as proc:
         # Given the demo with `raas run` under way
         lines, port = _model_port(proc)
-        more, _ = _read_until(proc, r"project_created")
+        more, _ = _read_until(proc, r"iteration_started")
         # When Ctrl-C reaches its process group, as a terminal sends it
         os.killpg(proc.pid, signal.SIGINT)
         output = _finish(proc, [*lines, *more])

@@ -174,7 +174,10 @@ def test_project_that_reaches_max_iterations_exits_1(model: ScriptedModelServer,
 def test_project_out_of_budget_exits_2_and_says_budget(
     hello_model: ScriptedModelServer, tmp_path: Path
 ) -> None:
-    project_dir = _hello_copy(tmp_path, "[budget]\nlimit_usd = 0.0001\n")
+    # Output priced so dear that one answer spends what a floor-sized one (1,024 tokens, $153.60)
+    # would need: the first call is sent lowered to what the limit pays, the second is refused.
+    dear = '[pricing."claude-sonnet-4-6"]\ninput = 3\noutput = 150000\n'
+    project_dir = _hello_copy(tmp_path, f"[budget]\nlimit_usd = 160\n{dear}")
     data_dir = tmp_path / "data"
     result = raas("run", str(project_dir), env=_env(data_dir, hello_model, **NO_DOCKER))
 
@@ -195,6 +198,9 @@ def test_ctrl_c_stops_the_project_cleanly_and_exits_130(model: ScriptedModelServ
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # (SIGINT as a terminal has it: a test run started in the background ignores it, and a
+        # child would inherit that)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # When it is interrupted while a tool runs
     assert proc.stdout is not None
@@ -202,7 +208,13 @@ def test_ctrl_c_stops_the_project_cleanly_and_exits_130(model: ScriptedModelServ
         if "tool_executed" in line:
             break
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        # (killed and reaped here, not left for the garbage collector to warn about in another test)
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"raas run did not stop within 60 s of Ctrl-C\n{out}\n{err}")
 
     # Then the project is stopped, nothing of it is left running, and the exit code says Ctrl-C
     assert proc.returncode == 130, out + err

@@ -46,11 +46,12 @@ SPAWN = {
         for i in range(SUBAGENTS)
     ]
 }
-# Every later call (each subagent's one call, then the root's last) takes a few seconds, so an
-# iteration is surely running when a worker is killed.
+# Every later call (each subagent's one call, then the root's last) takes ten seconds, so an
+# iteration is surely running when a worker is killed, or while `raas workers` is asked twice
+# on a loaded machine (at 4 s the text listing once came after both iterations had ended).
 SLOW_REPORT = {
     "content": [{"type": "tool_use", "name": "task_complete", "input": {"summary": "REPORT: surveyed"}}],
-    "latency_s": 4,
+    "latency_s": 10,
 }
 SCRIPT = {
     "responses": [SPAWN, {"content": [{"type": "text", "text": "Spawned; ending my turn."}]}, SLOW_REPORT],
@@ -219,11 +220,12 @@ def test_workers_command_lists_live_workers_their_queues_and_iterations(stack: S
     # When an operator lists the workers
     nodes: list[dict[str, Any]] = json.loads(_workers(stack, "--json").stdout)
 
-    # Then both workers are there, on the iterations queue, each running one of its iterations
+    # Then both workers are there, on the iterations queue and their own (a task's next iteration
+    # goes first to the worker holding its container), each running one of its iterations
     by_name = {node["name"].split("@")[0]: node for node in nodes}
     assert {"w0", "w1", "coordinator"} <= set(by_name), nodes
     for name in ("w0", "w1"):
-        assert by_name[name]["queues"] == ["iterations"]
+        assert by_name[name]["queues"] == ["iterations", f"worker.{by_name[name]['name']}"]
         assert by_name[name]["concurrency"] == 1
     assert by_name["coordinator"]["queues"] == ["coordinator"]
     running = [task for name in ("w0", "w1") for task in by_name[name]["active"]]

@@ -21,10 +21,10 @@ DOWN_S = 15.0
 def test_docker_engine_unreachable_mid_iteration_loses_nothing_and_the_project_completes(
     docker_proxy: DockerSocketProxy, make_rig: Callable[..., Rig], database_url: str
 ) -> None:
-    # Given two workers that reach Docker through a proxy, and a project of five iterations, followed
-    rig = make_rig(
-        ralph_script(5), database_url=database_url, workers=2, env={"DOCKER_HOST": docker_proxy.docker_host}
-    )
+    # Given two workers that reach Docker through a proxy (each keeping its tasks' containers
+    # between iterations, the default), and a project of five iterations, followed
+    env = {"DOCKER_HOST": docker_proxy.docker_host}
+    rig = make_rig(ralph_script(5), database_url=database_url, workers=2, env=env)
     submitted_at = time.monotonic()
     project_id = rig.submit()
     follower = rig.follow(project_id)

@@ -172,3 +172,32 @@ def _wait_quietly(predicate: Callable[[], bool], timeout_s: float) -> bool:
         return bool(wait_until(predicate, timeout_s, "it", 1))
     except TimeoutError:
         return False
+
+
+@pytest.mark.timeout(240)
+def test_a_project_submitted_while_redis_is_down_is_accepted_and_completes_once_it_is_back(
+    make_rig: Callable[..., Rig], private_redis: PrivateRedis, database_url: str
+) -> None:
+    # Given two workers on a Redis without persistence, which is then killed
+    rig = make_rig(ralph_script(3), database_url=database_url, workers=2)
+    private_redis.kill(signal.SIGKILL)
+
+    # When a project is submitted (created, then started) while the broker is away: its first
+    # iteration is committed queued, and its message cannot be sent
+    submitted_at = time.monotonic()
+    project_id = rig.submit()  # (asserts that `raas submit` succeeded: no 500 for a lost send)
+
+    # And Redis comes back empty a while later
+    time.sleep(DOWN_S)
+    private_redis.start()
+    follower = rig.follow(project_id)
+
+    # Then the reconcile loop sends the iteration again, the project completes, and every check holds
+    verdict = verify(rig, project_id, follower, submitted_at)
+    print(
+        "\n"
+        + verdict.summary(
+            f"Redis (broker and pub/sub) killed before `raas submit`; the submission answered success "
+            f"with its first iteration's message unsent; Redis restarted empty {DOWN_S:.0f}s later."
+        )
+    )

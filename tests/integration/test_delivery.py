@@ -37,6 +37,7 @@ from orchestrator.scheduling.lookup import get_project_row
 from orchestrator.scheduling.outbox import transaction
 from orchestrator.scheduling.reconcile import Reconciler
 from orchestrator.scheduling.transitions import pause_for_budget
+from orchestrator.workspaces import get_store
 from shared import events
 from shared.db import session_scope
 from shared.events import NullBus
@@ -171,6 +172,7 @@ def test_a_finished_project_delivers_its_task_branches_and_one_pull_request_with
     assert "<script>" not in text
     assert "&lt;script&gt;" in text
     assert "@everyone" not in text
+    assert "&#64;&#8203;everyone" in text  # renders as "@" and a zero-width space: no mention
     assert [e["type"] for e in events_of(project_id, events.DELIVERY_PUSHED, events.PULL_REQUEST_OPENED)] == [
         events.DELIVERY_PUSHED,
         events.DELIVERY_PUSHED,
@@ -308,7 +310,7 @@ def test_work_an_iteration_commits_after_the_stop_is_delivered_in_a_new_round(
     assert world.server.branches(REPO)[branch] == base
     accept = {"dispatcher": world.coordinator.dispatcher, "bus": NullBus()}
     sha, _ = advance.accept_workspace(
-        world.settings.workspaces_dir(), project_id, running.id, claim.attempt, base, bundle, **accept
+        get_store(world.settings), project_id, running.id, claim.attempt, base, bundle, **accept
     )
     world.deliver_all()
 
@@ -322,7 +324,7 @@ def test_work_an_iteration_commits_after_the_stop_is_delivered_in_a_new_round(
 
     # And the same commits sent again (their answer lost) start no other round
     advance.accept_workspace(
-        world.settings.workspaces_dir(), project_id, running.id, claim.attempt, base, bundle, **accept
+        get_store(world.settings), project_id, running.id, claim.attempt, base, bundle, **accept
     )
     assert deliveries(project_id)["project"].round == 2
 

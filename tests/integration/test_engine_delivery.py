@@ -27,6 +27,8 @@ from tests.support.records import (
     workspace_git,
 )
 from workers import records
+from workers.claim import claim_iteration
+from workers.ledger import CallLedger
 from workers.workspace_transfer import WorkspaceTransfer
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
@@ -45,8 +47,8 @@ def test_an_iteration_claimed_twice_is_given_to_one_worker(services: dict[str, s
         iteration_id = eng.dispatcher.take(project_id)
         assert iteration_id is not None
 
-        first = records.claim(iteration_id, "worker-a", stale_after_s=30)
-        second = records.claim(iteration_id, "worker-b", stale_after_s=30)
+        first = claim_iteration(iteration_id, "worker-a", stale_after_s=30)
+        second = claim_iteration(iteration_id, "worker-b", stale_after_s=30)
 
         assert first is not None
         assert first.attempt == 1
@@ -88,18 +90,13 @@ def test_an_iteration_whose_worker_died_reruns_as_a_new_attempt_charged_once(
         assert iteration_id is not None
 
         # Given: a worker claimed the iteration, made one LLM call, and died.
-        dead = records.claim(iteration_id, "dead-worker", stale_after_s=30)
+        dead = claim_iteration(iteration_id, "dead-worker", stale_after_s=30)
         assert dead is not None
-        records.store_message(dead, 0, "user", [{"type": "text", "text": "opening of attempt 1"}])
-        records.store_message(
-            dead,
-            1,
-            "assistant",
-            [{"type": "text", "text": "attempt 1 was here"}],
-            model="claude-sonnet-4-6",
-            usage=Usage(input_tokens=1000, output_tokens=100),
-            stop_reason="end_turn",
-        )
+        calls = CallLedger(dead)
+        calls.record("user", [{"type": "text", "text": "opening of attempt 1"}])
+        ticket = calls.admit("claude-sonnet-4-6", 4_000, 1_000)
+        usage = Usage(input_tokens=1000, output_tokens=100)
+        calls.settle(ticket, [{"type": "text", "text": "attempt 1 was here"}], usage, stop_reason="end_turn")
         dead_cost = Decimal("0.004500")  # 1000 * $3 + 100 * $15 per million
         assert project(project_id).spent_usd == dead_cost
         with session_scope() as session:

@@ -1,16 +1,18 @@
 """LLM errors are classified and handled as DESIGN.md rule 6 says, through real iterations.
 
-A refused connection is not covered here: the model's URL cannot change in the middle of a run
-(``workers.llm.retry.classify`` treats ``APIConnectionError`` as retryable, like a 529).
+A model that refuses every connection is retried within the call's retry budget, each retry said
+in an event, and then fails the iteration saying how many attempts were made (issue #22).
 """
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from orchestrator.cli.projects import format_event
 from shared import events
 from shared.models import ErrorKind, IterationStatus, ProjectStatus
 from tests.support.engine import engine
@@ -51,7 +53,7 @@ def test_rate_limit_is_retried_no_sooner_than_retry_after(services: dict[str, st
         project_id = eng.submit()
         eng.run_next(project_id)
 
-        retry = _assert_retried_once_then_succeeded(project_id, "retry")
+        retry = _assert_retried_once_then_succeeded(project_id, "rate_limited")
         assert retry["delay_s"] >= 1
         assert "RateLimitError" in retry["error"]
         first, second = eng.requests(project_id)
@@ -65,7 +67,7 @@ def test_overloaded_is_retried_then_succeeds(services: dict[str, str], tmp_path:
         project_id = eng.submit()
         eng.run_next(project_id)
 
-        retry = _assert_retried_once_then_succeeded(project_id, "retry")
+        retry = _assert_retried_once_then_succeeded(project_id, "overloaded")
         assert "OverloadedError" in retry["error"]
         assert len(eng.requests(project_id)) == 2
 
@@ -81,10 +83,50 @@ def test_an_error_in_the_middle_of_a_stream_is_retried(services: dict[str, str],
         project_id = eng.submit()
         eng.run_next(project_id)
 
-        _assert_retried_once_then_succeeded(project_id, "retry")
+        _assert_retried_once_then_succeeded(project_id, "overloaded")
         first, second = bodies(eng, project_id)
         # The half-streamed answer is not taken into the conversation.
         assert second["messages"] == first["messages"]
+
+
+RETRY_BUDGET_S = 5.0
+
+
+def _refusing_url() -> str:
+    """A loopback address where nothing listens: every connection is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_an_unreachable_model_fails_the_iteration_within_the_retry_budget_saying_each_retry(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    # Given a model API that refuses every connection, and a retry budget of 5 s
+    retry_budget = RETRY_BUDGET_S
+    model = {"anthropic_base_url": _refusing_url(), "llm_retry_budget_s": retry_budget}
+    with engine({"responses": [text(DONE)]}, tmp_path, **model) as eng:
+        project_id = eng.submit()
+
+        # When an iteration calls it
+        eng.run_next(project_id)
+
+        # Then each retry was said, with its number and its wait, and the waits kept to the budget
+        retries = [e.data for e in event_log(project_id, events.LLM_RETRY)]
+        assert retries, "no llm_retry event"
+        assert [r["attempt"] for r in retries] == list(range(1, len(retries) + 1))
+        assert {r["reason"] for r in retries} == {"unreachable"}
+        assert all(r["delay_s"] > 0 for r in retries)
+        assert sum(r["delay_s"] for r in retries) <= retry_budget
+        # And `raas follow` says it in words
+        first = event_log(project_id, events.LLM_RETRY)[0]
+        assert "model unreachable, retry 1 in " in format_event(first)
+        # And the failed iteration's reason says how many attempts were made, and why it stopped
+        row = iterations(project_id)[0]
+        assert (row.status, row.error_kind) == (IterationStatus.FAILED, ErrorKind.LLM)
+        assert f"model unreachable: LLM call failed after {len(retries) + 1} attempts" in (row.error or "")
+        assert f"a retry budget of {retry_budget:g} s" in (row.error or "")
 
 
 def test_a_rejected_api_key_fails_the_iteration_and_pauses_the_project(

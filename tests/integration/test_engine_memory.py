@@ -29,7 +29,7 @@ from shared.models import Agent, AgentMessage, Iteration, MemoryVersion, utcnow
 from shared.project_config import MemoryConfig
 from tests.support.engine import Engine, engine
 from tests.support.records import bodies, event_log, opening_text, text, tool, tool_results
-from workers import records
+from workers.claim import claim_iteration
 from workers.scripted_model.script import Script
 from workers.tools.coordination import Caller, answer
 
@@ -328,7 +328,7 @@ def test_a_redelivered_iteration_writes_and_sends_nothing_twice(
         assert iteration_id is not None
 
         # Given: a worker claimed the helper's iteration, answered both tool calls, and died.
-        dead = records.claim(iteration_id, "dead-worker", stale_after_s=30)
+        dead = claim_iteration(iteration_id, "dead-worker", stale_after_s=30)
         assert dead is not None
         for use_id, name, args in [
             ("toolu_write", "memory_write", {"key": "k", "value": "v"}),

@@ -174,7 +174,7 @@ def test_a_reply_without_a_stop_reason_is_retried_not_taken_as_the_end(
         eng.run_next(project_id)
 
         (retry,) = event_log(project_id, events.LLM_RETRY)
-        assert retry.data["reason"] == "retry"
+        assert retry.data["reason"] == "incomplete"
         assert "stop reason" in retry.data["error"]
         first, second, _ = bodies(eng, project_id)
         assert second["messages"] == first["messages"]

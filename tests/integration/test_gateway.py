@@ -13,13 +13,14 @@ import secrets
 import socket
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import redis
 from pydantic import SecretStr
 
 from shared.db import session_scope
@@ -28,8 +29,9 @@ from shared.models import Project, ProjectStatus
 from tests.support.engine import Engine, engine
 from tests.support.records import STREAMS, messages, project, replay, text
 from tests.support.relay import relay_on_host
-from workers import records
+from workers.claim import claim_iteration
 from workers.gateway import Gateway, GatewayLease
+from workers.llm.ratelimit import ProviderLimits, RateLimiter, key_fingerprint
 from workers.scripted_model.script import Script
 
 pytestmark = [pytest.mark.integration]
@@ -107,11 +109,17 @@ def lease_for(
     project_id = eng.submit(raas_toml=raas_toml)
     iteration_id = eng.dispatcher.take(project_id)
     assert iteration_id is not None
-    claim = records.claim(iteration_id, "gateway-test", stale_after_s=30)
+    claim = claim_iteration(iteration_id, "gateway-test", stale_after_s=30)
     assert claim is not None
     emitted: list[EventData] = []
-    with gateway.open(claim, emitted.append, harness="claude-code") as lease:
+    with gateway.open(claim, emitted.append) as lease:
         yield project_id, lease, emitted
+
+
+def held_by_calls(project_id: str, lease: GatewayLease) -> Decimal:
+    """What the project's calls still hold: its reservations but the iteration's own first hold
+    that no call drew on (given back when the iteration ends, :func:`workers.records.finish`)."""
+    return project(project_id).reserved_usd - lease.gate.ledger.own_hold
 
 
 def client(lease: GatewayLease) -> httpx.Client:
@@ -211,12 +219,70 @@ def test_only_the_model_endpoints_are_served(eng: Engine, gateway: Gateway) -> N
     assert messages(project_id) == []  # counting tokens is free and is not a call
 
 
+def test_a_lease_answers_only_its_harness_api(eng: Engine, gateway: Gateway) -> None:
+    # Given a Claude Code lease and a Codex lease
+    with lease_for(eng, gateway, 'harness = "claude-code"\n') as (project_id, claude, _):
+        # When Claude Code's lease is asked for the Responses API
+        responses = call_responses(claude)
+    with lease_for(eng, gateway, 'harness = "codex"\n') as (_, codex, _), client(codex) as http:
+        # and Codex's for the Messages API and count_tokens
+        auth = {"authorization": f"Bearer {codex.token}"}
+        asked = [
+            http.post(path, json=message_body(project_id), headers=auth)
+            for path in ("/v1/messages", "/v1/messages/count_tokens")
+        ]
+        codex_stats = codex.stats()
+
+    # Then each is a 404 naming the harness, and nothing went upstream or was recorded
+    assert responses.status_code == 404
+    assert "claude-code" in responses.json()["error"]["message"]
+    assert [a.status_code for a in asked] == [404, 404]
+    assert "codex" in asked[0].json()["error"]["message"]
+    assert eng.model.requests() == []
+    assert codex_stats.calls == codex_stats.token_counts == 0
+
+
+def test_count_tokens_passes_the_rate_limits_and_is_counted(
+    eng: Engine, services: dict[str, str], tap: Tap, tmp_path: Path
+) -> None:
+    # Given a worker gateway with the cluster's rate limiter, and a project allowed one call an hour
+    settings = eng.settings.model_copy(
+        update={"anthropic_api_key": SecretStr(REAL_KEY), "anthropic_base_url": tap.url}
+    )
+    fingerprint = key_fingerprint(f"gateway-{tmp_path.name}")
+    limiter = RateLimiter(redis.Redis.from_url(services["redis_url"]), ProviderLimits(), fingerprint)
+    body = {"model": "claude-sonnet-4-6", "messages": [{"role": "user", "content": "hi"}]}
+    with (
+        closing(Gateway(settings, limiter=limiter, publish=None)) as limited,
+        lease_for(eng, limited, "[rate_limit]\ncalls_per_hour = 1\n") as (project_id, lease, _),
+        client(lease) as http,
+    ):
+        # When the harness counts tokens twice, then calls the model
+        counts = [
+            http.post("/v1/messages/count_tokens", json=body, headers={"x-api-key": lease.token})
+            for _ in range(2)
+        ]
+        answer = call(lease, project_id)
+        stats = lease.stats()
+
+    # Then the first count was answered and counted, the second refused by the limit (its room an
+    # hour away: more than a call waits), and the model call too: the count was the hour's call
+    assert [c.status_code for c in counts] == [200, 429]
+    assert counts[1].json()["error"]["type"] == "rate_limit_error"
+    assert counts[1].headers["x-should-retry"] == "false"
+    assert answer.status_code == 429
+    assert stats.token_counts == 1
+    assert stats.refused == 2
+    assert [r.path for r in eng.model.requests()] == ["/v1/messages/count_tokens"]
+    assert messages(project_id) == []  # a count is no call of the model: no message, no charge
+
+
 def test_a_spent_budget_is_refused_as_billing_and_nothing_is_sent_upstream(
     eng: Engine, gateway: Gateway
 ) -> None:
-    # Given a project whose first call spends more than its whole budget
-    toml = "max_tokens = 1000\n[budget]\nlimit_usd = 0.01\n"
-    script = {"responses": [text("spent", usage={"input_tokens": 100, "output_tokens": 900})]}
+    # Given a project whose first call spends more than half its budget
+    toml = "max_tokens = 1000\n[budget]\nlimit_usd = 0.031\n"
+    script = {"responses": [text("spent", usage={"input_tokens": 800, "output_tokens": 1000})]}
     with lease_for(eng, gateway, toml, script) as (project_id, lease, _):
         first = call(lease, project_id)
         # When the harness calls again
@@ -229,12 +295,14 @@ def test_a_spent_budget_is_refused_as_billing_and_nothing_is_sent_upstream(
     assert second.headers["x-should-retry"] == "false"
     assert second.json()["error"]["type"] == "billing_error"
     assert "budget" in second.json()["error"]["message"]
-    assert len(eng.requests(project_id)) == 1
+    # (only the provider's free count of its input, which sized it, went upstream)
+    sent = [r.path for r in eng.requests(project_id)]
+    assert sent == ["/v1/messages", "/v1/messages/count_tokens"]
     assert stats.budget_exhausted
-    # and the ledger is over its limit by at most the one call it let through
-    spent = project(project_id).spent_usd
-    assert Decimal("0.01") < spent <= Decimal("0.01") + Decimal("0.0138")
-    assert project(project_id).reserved_usd == 0
+    # and the ledger charged the one call it let through, never passing the limit: what is
+    # left could not pay a floor-sized answer (1,000 tokens: max_tokens, at $15 per million)
+    assert project(project_id).spent_usd == Decimal("0.0174")  # 800 x $3 + 1,000 x $15 per million
+    assert held_by_calls(project_id, lease) == 0
 
 
 def test_the_turn_cap_refuses_the_next_call_after_max_turns_answered_ones(
@@ -254,14 +322,13 @@ def test_the_turn_cap_refuses_the_next_call_after_max_turns_answered_ones(
     assert [a.status_code for a in answers] == [529, 200, 200, 402]
     assert answers[3].headers["x-should-retry"] == "false"
     assert "max_turns = 2" in answers[3].json()["error"]["message"]
-    assert responses.status_code == 400  # what Codex does not retry
-    assert responses.headers["x-should-retry"] == "false"
-    assert "max_turns = 2" in responses.json()["error"]["message"]
+    # and Claude Code's lease answers no Responses API at all
+    assert responses.status_code == 404
     assert len(eng.requests(project_id)) == 3
     assert stats.max_turns_reached
     assert not stats.budget_exhausted
     assert stats.calls == 2
-    assert project(project_id).reserved_usd == 0
+    assert held_by_calls(project_id, lease) == 0
 
 
 def test_a_call_of_a_project_no_longer_running_is_refused_and_reserves_nothing(
@@ -298,6 +365,7 @@ def test_overloaded_answers_are_relayed_and_only_the_success_is_charged(
     script = {"responses": [overloaded, text("at last", usage={"input_tokens": 10, "output_tokens": 5})]}
     with lease_for(eng, gateway, script=script) as (project_id, lease, _):
         # When the harness retries as harnesses do
+        first_hold = project(project_id).reserved_usd
         answers = [call(lease, project_id) for _ in range(3)]
         held_after_failures = project(project_id).reserved_usd
         answers.append(call(lease, project_id))
@@ -306,11 +374,12 @@ def test_overloaded_answers_are_relayed_and_only_the_success_is_charged(
     # Then each 529 reached it as the model sent it, charged nothing, and the success once
     assert [a.status_code for a in answers] == [529, 529, 529, 200]
     assert answers[0].json()["error"]["type"] == "overloaded_error"
-    assert held_after_failures == 0  # a failed call gives its reservation back at once
+    # a failed call gives its reservation back at once: nothing held beyond the first hold
+    assert held_after_failures <= first_hold
     assert [row.role for row in messages(project_id)] == ["user", "assistant"]
     assert stats.calls == 1
     assert project(project_id).spent_usd == Decimal("0.000105")  # 10 x $3 + 5 x $15 per million
-    assert project(project_id).reserved_usd == 0
+    assert held_by_calls(project_id, lease) == 0
 
 
 def test_the_relay_carries_a_stream_from_loopback_to_the_socket(eng: Engine, gateway: Gateway) -> None:
@@ -334,8 +403,9 @@ def test_the_relay_carries_a_stream_from_loopback_to_the_socket(eng: Engine, gat
 def test_the_next_call_is_not_refused_for_what_the_last_one_only_reserved(
     eng: Engine, gateway: Gateway
 ) -> None:
-    # Given a budget smaller than one call's worst case, and calls that cost almost nothing
-    toml = "max_tokens = 1000\n[budget]\nlimit_usd = 0.01\n"
+    # Given a budget smaller than two calls' worst case (~$0.018 each), and calls that cost
+    # almost nothing
+    toml = "max_tokens = 1000\n[budget]\nlimit_usd = 0.031\n"
     cheap = text("cheap", usage={"input_tokens": 10, "output_tokens": 5})
     with lease_for(eng, gateway, toml, {"responses": [cheap], "when_exhausted": "repeat_last"}) as (
         project_id,
@@ -352,4 +422,4 @@ def test_the_next_call_is_not_refused_for_what_the_last_one_only_reserved(
     assert stats.calls == 3
     assert [row.role for row in messages(project_id)] == ["user", "assistant"] * 3
     assert project(project_id).spent_usd == 3 * Decimal("0.000105")
-    assert project(project_id).reserved_usd == 0
+    assert held_by_calls(project_id, lease) == 0

@@ -15,12 +15,13 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import update
 
+from shared import budget
 from shared.db import session_scope
 from shared.models import Project
 from tests.support.claude_host import CLAUDE, CLAUDE_MISSING, run_claude_on_host
 from tests.support.engine import Engine, engine
 from tests.support.records import messages, text
-from workers import records
+from workers.claim import Claim, claim_iteration
 from workers.gateway import Gateway, GatewayLease
 
 pytestmark = [pytest.mark.integration]
@@ -56,11 +57,11 @@ def run_claude(lease: GatewayLease, home: Path) -> subprocess.CompletedProcess[s
     return run_claude_on_host(lease, home, "Say you are done.", max_turns=2)
 
 
-def claimed(eng: Engine) -> tuple[str, records.Claim]:
+def claimed(eng: Engine) -> tuple[str, Claim]:
     project_id = eng.submit()
     iteration_id = eng.dispatcher.take(project_id)
     assert iteration_id is not None
-    claim = records.claim(iteration_id, "gateway-test", stale_after_s=30)
+    claim = claim_iteration(iteration_id, "gateway-test", stale_after_s=30)
     assert claim is not None
     return project_id, claim
 
@@ -70,7 +71,7 @@ def test_claude_code_completes_a_call_through_the_gateway_and_it_is_metered_from
 ) -> None:
     # Given a lease for a claimed iteration
     project_id, claim = claimed(eng)
-    with gateway.open(claim, lambda event: None, harness="claude-code") as lease:
+    with gateway.open(claim, lambda event: None) as lease:
         # When Claude Code runs one turn through it
         done = run_claude(lease, tmp_path / "home")
         stats = lease.stats()
@@ -99,12 +100,12 @@ def test_claude_code_does_not_retry_the_refusal_of_a_spent_budget(
 ) -> None:
     # Given an iteration whose project has spent its budget (nothing held for it any more)
     project_id, claim = claimed(eng)
-    records.release(claim)
     with session_scope() as session:
+        budget.release(session, project_id, claim.iteration_id)
         session.execute(
             update(Project).where(Project.id == project_id).values(spent_usd=Project.budget_limit_usd)
         )
-    with gateway.open(claim, lambda event: None, harness="claude-code") as lease:
+    with gateway.open(claim, lambda event: None) as lease:
         # When Claude Code calls the model
         done = run_claude(lease, tmp_path / "home")
         stats = lease.stats()
@@ -117,5 +118,7 @@ def test_claude_code_does_not_retry_the_refusal_of_a_spent_budget(
     assert '"api_retry"' not in done.stdout
     assert stats.refused == 1
     assert stats.budget_exhausted
-    assert eng.requests(project_id) == []
+    # (only the provider's free count of its input, which showed that not even a floor-sized
+    # answer fits, went upstream)
+    assert [r.path for r in eng.requests(project_id)] == ["/v1/messages/count_tokens"]
     assert "budget" in done.stdout

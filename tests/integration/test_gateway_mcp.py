@@ -28,7 +28,7 @@ from tests.support.claude_host import CLAUDE, CLAUDE_MISSING, run_claude_on_host
 from tests.support.engine import Engine, engine
 from tests.support.records import event_log, text, tool
 from tests.support.relay import relay_on_host
-from workers import records
+from workers.claim import Claim, claim_iteration
 from workers.gateway import Gateway, GatewayLease
 from workers.scripted_model.script import Script
 
@@ -59,15 +59,13 @@ def gateway(eng: Engine, published: list[EventOut]) -> Iterator[Gateway]:
 
 
 @contextmanager
-def leased(
-    eng: Engine, gateway: Gateway, raas_toml: str = ""
-) -> Iterator[tuple[records.Claim, GatewayLease]]:
+def leased(eng: Engine, gateway: Gateway, raas_toml: str = "") -> Iterator[tuple[Claim, GatewayLease]]:
     project_id = eng.submit(raas_toml=raas_toml)
     iteration_id = eng.dispatcher.take(project_id)
     assert iteration_id is not None
-    claim = records.claim(iteration_id, "gateway-mcp-test", stale_after_s=30)
+    claim = claim_iteration(iteration_id, "gateway-mcp-test", stale_after_s=30)
     assert claim is not None
-    with gateway.open(claim, lambda event: None, harness="claude-code") as lease:
+    with gateway.open(claim, lambda event: None) as lease:
         yield claim, lease
 
 
@@ -92,7 +90,7 @@ def mcp_session(url: str, token: str, steps: Any) -> Any:
     return anyio.run(main)
 
 
-def bank(claim: records.Claim) -> dict[str, Any]:
+def bank(claim: Claim) -> dict[str, Any]:
     with session_scope() as session:
         return {entry.key: entry for entry in entries(session, claim.memory_bank)}
 

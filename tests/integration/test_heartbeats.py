@@ -15,7 +15,7 @@ from sqlalchemy import update
 from shared.db import get_engine, session_scope
 from shared.models import Iteration, utcnow
 from tests.support.engine import Engine, engine
-from workers import records
+from workers.claim import Claim, beat, claim_iteration
 from workers.iteration import Heartbeats
 
 pytestmark = [pytest.mark.integration]
@@ -33,18 +33,18 @@ def eng(services: dict[str, str], tmp_path: Path) -> Iterator[Engine]:
         yield running
 
 
-def _claimed(eng: Engine) -> records.Claim:
+def _claimed(eng: Engine) -> Claim:
     project_id = eng.submit()
     iteration_id = eng.dispatcher.take(project_id)
     assert iteration_id is not None
-    claim = records.claim(iteration_id, "test-worker", stale_after_s=300)
+    claim = claim_iteration(iteration_id, "test-worker", stale_after_s=300)
     assert claim is not None
     with session_scope() as session:  # as if it had last beaten an hour ago
         session.execute(update(Iteration).where(Iteration.id == iteration_id).values(heartbeat_at=LONG_AGO))
     return claim
 
 
-def _beaten_at(claim: records.Claim) -> datetime:
+def _beaten_at(claim: Claim) -> datetime:
     with session_scope() as session:
         beaten = session.get_one(Iteration, claim.iteration_id).heartbeat_at
     assert beaten is not None
@@ -98,6 +98,6 @@ def test_the_beat_is_one_cached_statement_whatever_the_number_of_iterations(serv
     cache = get_engine()._compiled_cache
     assert cache is not None
     for count in (1, 2, 3, 7, 20):
-        records.beat([(f"no-such-iteration-{i}", 1) for i in range(count)])
+        beat([(f"no-such-iteration-{i}", 1) for i in range(count)])
     beats = [c for c in list(cache.values()) if str(c).startswith("UPDATE iterations SET heartbeat_at")]
     assert len([c for c in beats if "iterations.attempt" in str(c)]) == 1  # the test's own UPDATEs have none

@@ -33,6 +33,7 @@ from pydantic import SecretStr
 from sqlalchemy import func, select
 
 from orchestrator.scheduling import workspace
+from orchestrator.workspaces import get_store
 from shared import events
 from shared.db import session_scope
 from shared.models import Agent, IterationStatus, Project, ProjectStatus
@@ -513,7 +514,7 @@ def test_another_projects_workspace_is_not_reachable_from_the_sandbox(
         # coordinator and another in a worker scratch copy beside the attacker's
         assert scratch_file.parent.parent == eng.settings.scratch_dir()
         other = eng.submit(prompt="Private project.", files={f"{marker}-tracked.txt": "secret\n"})
-        repo_file = workspace.repo_path(eng.settings.workspaces_dir(), other) / f"{marker}-repo"
+        repo_file = get_store(eng.settings).read(other) / f"{marker}-repo"
         repo_file.write_text("secret\n")
         scratch_file.parent.mkdir(parents=True)
         scratch_file.write_text("secret\n")

@@ -17,16 +17,18 @@ import anyio
 import httpx
 import httpx2
 import pytest
+from cryptography.fernet import Fernet
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
+from pydantic import SecretStr
 from sqlalchemy import func, select
 
 from orchestrator.api.tenants import create_tenant
 from shared.db import session_scope
-from shared.models import Project
+from shared.models import Project, ProjectStatus
 from tests.support.engine import Engine, engine
 from tests.support.stack import RAAS, ROOT_DIR
 
@@ -110,6 +112,7 @@ def test_a_tenant_sees_only_its_own_projects_through_the_tools(eng: Engine) -> N
                 ("follow_events", {"wait_s": 0}),
                 ("project_cost", {}),
                 ("control_project", {"action": "stop"}),
+                ("decide_approval", {}),
             ):
                 refused = _error(await beta.call_tool(name, {"project_id": mine["id"], **extra}))
                 # Then each answers as for an id nobody has: the CLI's one-line message
@@ -210,6 +213,11 @@ def test_the_tools_listing_costs_under_two_thousand_tokens(eng: Engine) -> None:
         "control_project",
         "project_cost",
         "search_memory",
+        "decide_approval",
+        "say_to_agent",
+        "list_triggers",
+        "control_trigger",
+        "list_notifications",
     ]
     assert len(json.dumps(tools)) / 4 < TOKEN_BUDGET
     submit = tools[0]["inputSchema"]["properties"]
@@ -282,3 +290,100 @@ def test_search_memory_finds_what_an_agent_wrote_through_both_transports(
                 assert refused == f"no project {project_id!r}; `raas ls` lists your projects"
 
         anyio.run(search)
+
+
+def test_decide_approval_approves_once_through_both_transports(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    complete = {"content": [{"type": "tool_use", "name": "task_complete", "input": {"summary": "done"}}]}
+    with engine({"responses": [complete]}, tmp_path) as eng:
+        _, token = create_tenant(f"mcp-approve-{tmp_path.name}")
+        _, stranger = create_tenant(f"mcp-approve-other-{tmp_path.name}")
+        files = {**PROJECT, "raas.toml": "[approvals]\ndiff = true\n"}
+
+        async def submit() -> str:
+            async with mcp_session(eng, token) as client:
+                project = _answer(await client.call_tool("submit_project", {"files": files}))
+            return str(project["id"])
+
+        # Given a tenant's project whose finished work waits for approval
+        project_id = anyio.run(submit)
+        eng.run_to_end(project_id)
+
+        async def decide() -> None:
+            args = {"project_id": project_id, "comment": "ship it"}
+            async with mcp_session(eng, token) as http, raas_mcp(eng, token) as stdio:
+                status = _answer(await http.call_tool("project_status", {"project_id": project_id}))
+                assert status["status"] == "waiting_for_approval"
+                # When another tenant decides it, it answers as for an unknown project
+                async with mcp_session(eng, stranger) as other:
+                    refused = _error(await other.call_tool("decide_approval", args))
+                    assert refused == f"no project {project_id!r}; `raas ls` lists your projects"
+                # When the tenant approves it over stdio (the API), then again in-process
+                decided = _answer(await stdio.call_tool("decide_approval", args))
+                again = _error(await http.call_tool("decide_approval", {"project_id": project_id}))
+            # Then the first approved it, the second was told so, and the project completed
+            assert (decided["status"], decided["comment"]) == ("approved", "ship it")
+            assert f"diff#1 was approved by {decided['decided_by']}" in again
+            assert decided["decided_by"].startswith("token:")
+
+        anyio.run(decide)
+        with session_scope() as session:
+            assert session.get_one(Project, project_id).status == ProjectStatus.COMPLETED
+
+
+PAUSE = {"trigger": "alerts", "action": "pause"}
+
+
+def test_a_tenant_lists_and_pauses_its_triggers_and_lists_its_notifications_through_both_transports(
+    services: dict[str, str], tmp_path: Path
+) -> None:
+    key = SecretStr(Fernet.generate_key().decode())
+    with engine(IDLE, tmp_path, secret_key=key) as eng:
+        _, token = create_tenant(f"mcp-triggers-{tmp_path.name}")
+        _, stranger = create_tenant(f"mcp-triggers-other-{tmp_path.name}")
+        # Given a tenant's generic-hook trigger and webhook subscription, made over the API
+        auth = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=eng.settings.coordinator_url, headers=auth, timeout=20) as api:
+            hook = {
+                "name": "alerts",
+                "source": "webhook",
+                "secret": "s" * 32,
+                "template": {"prompt": "Go.\n"},
+            }
+            trigger = api.post("/v1/triggers", json=hook).json()
+            target = {"medium": "webhook", "target": "https://hooks.example/raas", "secret": "k" * 32}
+            assert api.post("/v1/notifications", json=target).status_code == 201
+
+        async def scenario() -> None:
+            async with mcp_session(eng, token) as http, raas_mcp(eng, token) as stdio:
+                for client in (http, stdio):
+                    # When the tenant lists them, through either transport
+                    (listed,) = _answer(await client.call_tool("list_triggers", {}))["triggers"]
+                    assert (listed["name"], listed["status"]) == ("alerts", "active")
+                    assert listed["hook_path"] == f"/v1/hooks/{trigger['id']}"
+                    assert "spec" not in listed  # a listing stays short; one trigger has it
+                    one = _answer(await client.call_tool("list_triggers", {"trigger": "alerts"}))
+                    assert (one["spec"]["template"]["prompt"], one["runs"]) == ("Go.\n", [])
+                    (sub,) = _answer(await client.call_tool("list_notifications", {}))["subscriptions"]
+                    assert (sub["target"], sub["state"]) == ("https://hooks.example/raas", "active")
+                    assert "k" * 32 not in json.dumps(sub)
+                # and pauses it in-process, resumes it over stdio (the API)
+                paused = _answer(
+                    await http.call_tool("control_trigger", {"trigger": "alerts", "action": "pause"})
+                )
+                assert paused["status"] == "paused"
+                resumed = _answer(
+                    await stdio.call_tool("control_trigger", {"trigger": trigger["id"], "action": "resume"})
+                )
+                assert resumed["status"] == "active"
+            # Then another tenant sees none of them and cannot pause it
+            async with mcp_session(eng, stranger) as other:
+                assert _answer(await other.call_tool("list_triggers", {})) == {"triggers": []}
+                assert _answer(await other.call_tool("list_notifications", {})) == {"subscriptions": []}
+                refused = _error(
+                    await other.call_tool("control_trigger", {"trigger": "alerts", "action": "pause"})
+                )
+                assert refused == "no trigger 'alerts'; `raas trigger ls` lists yours"
+
+        anyio.run(scenario)

@@ -18,7 +18,7 @@ from orchestrator.scheduling.reconcile import Reconciler
 from shared.db import session_scope
 from shared.models import ErrorKind, Iteration, IterationStatus, Project, ProjectStatus, utcnow
 from tests.support.engine import Engine, engine
-from workers import records
+from workers.claim import claim_iteration
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.docker import DockerSandbox
 from workers.sandbox.reaper import reap
@@ -63,7 +63,7 @@ def test_iteration_whose_worker_died_is_requeued_and_rerun_as_a_new_attempt(eng:
     project_id = eng.submit()
     iteration_id = eng.dispatcher.take(project_id)
     assert iteration_id is not None
-    assert records.claim(iteration_id, "dead-worker", stale_after_s=30) is not None
+    assert claim_iteration(iteration_id, "dead-worker", stale_after_s=30) is not None
     long_ago = utcnow() - timedelta(minutes=10)
     _age(iteration_id, heartbeat_at=long_ago, enqueued_at=long_ago)
 
@@ -83,7 +83,7 @@ def test_iteration_past_its_attempt_limit_is_failed_and_the_project_moves_on(eng
     project_id = eng.submit()
     iteration_id = eng.dispatcher.take(project_id)
     assert iteration_id is not None
-    records.claim(iteration_id, "dead-worker", stale_after_s=30)
+    claim_iteration(iteration_id, "dead-worker", stale_after_s=30)
     _age(
         iteration_id,
         attempt=eng.settings.max_iteration_attempts,
@@ -126,11 +126,27 @@ def test_a_queued_iteration_whose_message_was_lost_is_sent_again(eng: Engine) ->
     assert _status(project_id) == ProjectStatus.COMPLETED
 
 
+def test_a_restarted_coordinators_first_pass_sends_queued_work_again_at_once(eng: Engine) -> None:
+    # Given an iteration sent a moment ago by a coordinator that died before the message left
+    project_id = eng.submit()
+    iteration_id = eng.dispatcher.take(project_id)  # lost with the coordinator
+    assert iteration_id is not None
+    assert iteration_id not in _reconciler(eng).run_once().requeued  # the steady state waits
+
+    # When a restarted coordinator's reconcile loop makes its first pass
+    report = _reconciler(eng).run_once(resume=True)
+
+    # Then the iteration is sent again at once, not requeue_after_s (300 s) later, and runs
+    assert iteration_id in report.requeued
+    eng.run_next(project_id)
+    assert _status(project_id) == ProjectStatus.COMPLETED
+
+
 def test_a_stopped_projects_straggler_is_terminated_after_the_grace_period(eng: Engine) -> None:
     project_id = eng.submit()
     iteration_id = eng.dispatcher.take(project_id)
     assert iteration_id is not None
-    records.claim(iteration_id, "slow-worker", stale_after_s=30, celery_task_id="celery-task-1")
+    claim_iteration(iteration_id, "slow-worker", stale_after_s=30, celery_task_id="celery-task-1")
     lifecycle.stop_project(project_id, eng.dispatcher, eng.bus)
     terminated: list[str] = []
     assert iteration_id not in _reconciler(eng, terminated).run_once().terminated
@@ -151,7 +167,7 @@ def test_sweep_removes_the_sandbox_of_an_iteration_that_no_longer_runs(eng: Engi
     project_id = eng.submit()
     iteration_id = eng.dispatcher.take(project_id)
     assert iteration_id is not None
-    claim = records.claim(iteration_id, "w", stale_after_s=30)
+    claim = claim_iteration(iteration_id, "w", stale_after_s=30)
     assert claim is not None
     boxes = []
     for attempt in (claim.attempt, claim.attempt - 1):
@@ -191,3 +207,46 @@ def test_sweep_removes_the_sandbox_of_an_iteration_that_no_longer_runs(eng: Engi
         client.close()
     with session_scope() as session:
         assert session.scalars(select(Iteration).where(Iteration.id == iteration_id)).one().attempt == 1
+
+
+def test_sweep_removes_a_live_workers_task_container_once_its_project_can_run_no_iteration(
+    eng: Engine,
+) -> None:
+    # Given a task container (kept between a task's iterations) of a worker that answers, whose
+    # project has an iteration running
+    project_id = eng.submit()
+    iteration_id = eng.dispatcher.take(project_id)
+    assert iteration_id is not None
+    assert claim_iteration(iteration_id, "w0@host", stale_after_s=30) is not None
+    cluster = cluster_id(eng.settings.database_url)
+    labels = {
+        "raas.cluster": cluster,
+        "raas.project": project_id,
+        "raas.task": "build",
+        "raas.worker": "w0@host",
+        "raas.iteration": iteration_id,
+        "raas.attempt": "1",
+    }
+    workers = {"w0@host"}
+    assert is_live(labels, cluster, live_workers=workers)
+
+    # When the project is paused and then ends while that iteration still runs, it is kept
+    # (its iteration may still use it) ...
+    with session_scope() as session:
+        session.execute(update(Project).where(Project.id == project_id).values(status=ProjectStatus.PAUSED))
+    assert is_live(labels, cluster, live_workers=workers)
+    with session_scope() as session:
+        session.execute(
+            update(Project).where(Project.id == project_id).values(status=ProjectStatus.COMPLETED)
+        )
+    assert is_live(labels, cluster, live_workers=workers)
+
+    # ... and once no iteration of it runs, the sweep may remove it though its worker answers
+    _age(iteration_id, status=IterationStatus.SUCCEEDED, finished_at=utcnow())
+    assert not is_live(labels, cluster, live_workers=workers)
+    # (a project unknown to this database has nothing to run either; a worker gone, the same)
+    assert not is_live({**labels, "raas.project": "no-such-project"}, cluster, live_workers=workers)
+    with session_scope() as session:
+        session.execute(update(Project).where(Project.id == project_id).values(status=ProjectStatus.RUNNING))
+    assert is_live(labels, cluster, live_workers=workers)
+    assert not is_live(labels, cluster, live_workers={"w1@host"})

@@ -22,7 +22,7 @@ from orchestrator.scheduling.reconcile import Reconciler
 from shared.db import session_scope
 from shared.models import Iteration, IterationStatus, Project, ProjectStatus, utcnow
 from tests.support.engine import Engine, engine
-from workers import records
+from workers.claim import claim_iteration
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -55,7 +55,7 @@ def _claimed_by_a_worker(eng: Engine, project_id: str, celery_task_id: str | Non
     """The project's first iteration, sent with its first call reserved and claimed by a worker."""
     iteration_id = eng.dispatcher.take(project_id)
     assert iteration_id is not None
-    claimed = records.claim(iteration_id, "doomed-worker", stale_after_s=30, celery_task_id=celery_task_id)
+    claimed = claim_iteration(iteration_id, "doomed-worker", stale_after_s=30, celery_task_id=celery_task_id)
     assert claimed is not None
     project_reserved, iteration_reserved = _reserved(project_id, iteration_id)
     assert project_reserved == iteration_reserved > 0

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -326,6 +327,40 @@ def test_concurrent_sessions_do_not_disturb_each_other(scripted: Callable[..., S
 
     assert asyncio.run(run_all()) == [["turn 0", "turn 1", "turn 2"]] * 8
     assert len(server.requests()) == 24
+
+
+def test_a_gathered_step_answers_nobody_until_all_have_asked(scripted: Callable[..., Scripted]) -> None:
+    steps = [{"content": [{"type": "text", "text": "done"}], "gather": 3}]
+    server, client = scripted({"responses": steps, "when_exhausted": "repeat_last"})
+    answered: list[str] = []
+
+    def ask(name: str) -> None:
+        client.messages.create(**ASK, metadata={"user_id": name})
+        answered.append(name)
+
+    with ThreadPoolExecutor(3) as pool:
+        held = [pool.submit(ask, "p0"), pool.submit(ask, "p1")]
+        # two of three have asked: neither is answered, however long they wait
+        time.sleep(1.0)
+        assert answered == []
+        assert len(server.requests()) == 2
+        # the third one releases all three
+        pool.submit(ask, "p2").result(timeout=10)
+        for future in held:
+            future.result(timeout=10)
+    assert sorted(answered) == ["p0", "p1", "p2"]
+    # and once gathered, the step holds nobody again
+    ask("p3")
+    assert answered[-1] == "p3"
+
+
+def test_a_gathered_step_answers_anyway_after_its_timeout(scripted: Callable[..., Scripted]) -> None:
+    steps = [{"content": [{"type": "text", "text": "done"}], "gather": 5, "gather_timeout_s": 0.5}]
+    _, client = scripted({"responses": steps})
+
+    message = client.messages.create(**ASK)
+
+    assert message.content[0].type == "text"
 
 
 def test_an_exhausted_script_answers_500_and_tells_the_sdk_not_to_retry(

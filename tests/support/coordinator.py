@@ -2,7 +2,7 @@
 
 No service runs: the database is a file (the embedded mode's), the dispatcher only remembers
 what was enqueued, events go nowhere. An iteration "runs" the way a worker records it — the
-real ``records.claim`` and ``records.finish`` — with the outcome the spec chooses, and the real
+real ``claim_iteration`` and ``records.finish`` — with the outcome the spec chooses, and the real
 ``advance`` decides what comes next. No model, no sandbox, no git.
 """
 
@@ -27,6 +27,7 @@ from shared.models import Agent, Iteration, IterationStatus, Project, utcnow
 from shared.project_config import ProjectConfig
 from shared.settings import get_settings
 from workers import records
+from workers.claim import Claim, claim_iteration
 from workers.records import Outcome
 
 
@@ -114,9 +115,9 @@ class Coordinator:
         records.finish(claim, outcome)
         advance.advance(claim.project_id, iteration_id, self.dispatcher, NullBus())
 
-    def given(self, iteration_id: str) -> records.Claim:
+    def given(self, iteration_id: str) -> Claim:
         """What a worker is given for the iteration: it is claimed, and goes no further."""
-        claim = records.claim(iteration_id, "spec-worker", stale_after_s=3600)
+        claim = claim_iteration(iteration_id, "spec-worker", stale_after_s=3600)
         assert claim is not None, f"iteration {iteration_id} could not be claimed"
         return claim
 

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from orchestrator.api import create_app
 from orchestrator.dashboard import DashboardOptions, mount_dashboard
 from orchestrator.scheduling import submission
+from orchestrator.workspaces import get_store
 from shared.events import RedisBus
 from shared.settings import get_settings
 from tests.support.engine import Engine, RecordingDispatcher, pack
@@ -94,7 +95,7 @@ def submit(eng: Engine, raas_toml: str, tenant_id: str | None, files: dict[str, 
     archive = eng.tmp / f"upload-{time.monotonic_ns()}.tar.gz"
     archive.write_bytes(pack({"PROMPT.md": "Do the task.", "raas.toml": raas_toml, **(files or {})}))
     project = submission.create_project(
-        eng.settings.workspaces_dir(), archive, "dash", eng.bus, tenant_id=tenant_id
+        get_store(eng.settings), archive, "dash", eng.bus, tenant_id=tenant_id
     )
     submission.start_project(project.id, eng.dispatcher, eng.bus)
     return project.id

@@ -7,6 +7,7 @@ run each iteration itself, in order, and look at everything in between.
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 import threading
 import time
@@ -21,12 +22,13 @@ from fastapi import FastAPI
 
 from orchestrator.api import create_app
 from orchestrator.scheduling import advance, submission
+from orchestrator.workspaces import get_store
 from shared.events import RedisBus
 from shared.settings import Settings, get_settings
 from tests.support.stack import free_port
+from workers.claim import Claim
 from workers.iteration import IterationRunner
 from workers.llm.ratelimit import RateLimiter
-from workers.records import Claim
 from workers.sandbox.factory import SandboxFactory
 from workers.sandbox.pool import SandboxPool
 from workers.scripted_model.script import Script
@@ -111,7 +113,7 @@ class Engine:
     ) -> str:
         archive = self.tmp / f"upload-{time.monotonic_ns()}.tar.gz"
         archive.write_bytes(pack({"PROMPT.md": prompt, "raas.toml": raas_toml, **(files or {})}))
-        project = submission.create_project(self.settings.workspaces_dir(), archive, "test", self.bus)
+        project = submission.create_project(get_store(self.settings), archive, "test", self.bus)
         submission.start_project(project.id, self.dispatcher, self.bus)
         return project.id
 
@@ -151,3 +153,23 @@ def engine(script: dict[str, Any], tmp: Path, **settings_overrides: Any) -> Iter
         with serve_app(create_app(settings, dispatcher, bus)) as url:
             settings = settings.model_copy(update={"coordinator_url": url})
             yield Engine(settings=settings, model=model, dispatcher=dispatcher, bus=bus, tmp=tmp)
+
+
+@contextmanager
+def cli_env(eng: Engine) -> Iterator[None]:
+    """The real CLI's settings (RAAS_COORDINATOR_URL, RAAS_API_TOKEN) pointed at ``eng``'s API,
+    as a user's environment would: ``raas`` commands invoked meanwhile talk to it over HTTP."""
+    names = ("RAAS_COORDINATOR_URL", "RAAS_API_TOKEN")
+    before = {name: os.environ.get(name) for name in names}
+    os.environ["RAAS_COORDINATOR_URL"] = eng.settings.coordinator_url
+    os.environ["RAAS_API_TOKEN"] = eng.settings.api_token.get_secret_value()
+    get_settings.cache_clear()
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        get_settings.cache_clear()

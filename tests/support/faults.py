@@ -685,9 +685,10 @@ def _check_costs(rig: Rig, project_id: str) -> Decimal:
     return project.spent_usd
 
 
-def _check_workspace(rig: Rig, project_id: str) -> int:
-    """Every note a succeeded attempt wrote (its write returned no error) is in the workspace."""
-    with session_scope(rig.database_url) as session:
+def written_notes(database_url: str, project_id: str) -> dict[str, str]:
+    """Every note a succeeded attempt of the project's iterations wrote (its write returned no
+    error): workspace path -> content."""
+    with session_scope(database_url) as session:
         final = {
             it.id: it.attempt
             for it in session.scalars(
@@ -709,6 +710,12 @@ def _check_workspace(rig: Rig, project_id: str) -> int:
         if b.get("type") == "tool_use" and b.get("name") in ("write", "Write") and b["id"] not in failed
     }
     notes.pop(".raas/complete", None)  # a harness's completion file is taken out of the commit
+    return notes
+
+
+def _check_workspace(rig: Rig, project_id: str) -> int:
+    """Every note a succeeded attempt wrote (its write returned no error) is in the workspace."""
+    notes = written_notes(rig.database_url, project_id)
     bare = Path(rig.stack.env["RAAS_DATA_DIR"]) / "workspaces" / f"{project_id}.git"
     for path, content in notes.items():
         shown = subprocess.run(

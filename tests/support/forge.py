@@ -9,11 +9,20 @@ rate limit with Retry-After) or hold one until it lets it go (to kill a coordina
         config = {"forge": "github", "api_url": forge.url}
         ...
         assert len(forge.pulls("alice/app")) == 1
+
+What the PR feedback loop's poller reads is here too (issue #25): a pull request's head and state,
+GitHub's check runs (with their job's log), commit statuses, reviews and review comments (and
+replies to them), GitLab's pipelines (their failed jobs and traces) and merge-request discussions.
+Every JSON answer to a GET carries an ``ETag``; a request whose ``If-None-Match`` names the current
+one is answered ``304 Not Modified`` with no body, as the forges do (and it counts nothing against
+the rate limit there): ``forge.requests`` records the 304s.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import json
 import re
 import threading
@@ -25,6 +34,12 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.support.loopback import QuietHandler, serve_loopback
+
+BOT = "raas-bot"  # who the service's token is, as the forge shows its comments
+
+
+class Text(str):
+    """An answer sent as plain text (a job's log), not JSON."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,16 @@ class FakeForge:
     _pulls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _comments: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     _failures: list[Failure] = field(default_factory=list)
+    # The feedback the poller reads: GitHub's by (repo, sha) and (repo, number), GitLab's alike.
+    _checks: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    _statuses: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    _reviews: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    _review_comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    _logs: dict[tuple[str, int], str] = field(default_factory=dict)
+    _pipelines: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    _jobs: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    _discussions: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1001))
     _holds: dict[str, threading.Event] = field(default_factory=dict)
     held: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -90,6 +115,121 @@ class FakeForge:
                 self.held.set()
                 release.wait(60)
 
+    def set_head(self, repo: str, number: int, sha: str) -> None:
+        """The pull request's head is ``sha`` (the forge learns it from a push; here, from the test)."""
+        pull = self._pull(repo, number)
+        if "head" in pull:
+            pull["head"]["sha"] = sha
+        else:
+            pull["sha"] = sha
+
+    def merge(self, repo: str, number: int) -> None:
+        pull = self._pull(repo, number)
+        if "head" in pull:
+            pull.update(state="closed", merged=True, merge_commit_sha="f" * 40)
+        else:
+            pull.update(state="merged", merge_commit_sha="f" * 40)
+
+    def close(self, repo: str, number: int) -> None:
+        self._pull(repo, number)["state"] = "closed"
+
+    def fail_check(self, repo: str, sha: str, name: str, log: str) -> int:
+        """A GitHub Actions check run of ``name`` on ``sha`` failed; its job's log is ``log``."""
+        run_id = next(self._ids)
+        run = {
+            "id": run_id,
+            "name": name,
+            "head_sha": sha,
+            "status": "completed",
+            "conclusion": "failure",
+            "html_url": f"{self.url}/{repo}/runs/{run_id}",
+            "app": {"slug": "github-actions"},
+            "output": {"title": f"{name} failed", "summary": "", "text": None},
+        }
+        with self._lock:
+            self._checks.setdefault((repo, sha), []).append(run)
+            self._logs[(repo, run_id)] = log
+        return run_id
+
+    def set_status(self, repo: str, sha: str, context: str, state: str, description: str = "") -> int:
+        """A commit status (GitHub's older API): ``failure``, ``error``, ``pending``, ``success``."""
+        status_id = next(self._ids)
+        status = {"id": status_id, "context": context, "state": state, "description": description,
+                  "target_url": f"{self.url}/{repo}/status/{status_id}"}  # fmt: skip
+        with self._lock:
+            self._statuses.setdefault((repo, sha), []).insert(0, status)  # newest first, as GitHub
+        return status_id
+
+    def review(
+        self,
+        repo: str,
+        number: int,
+        state: str,
+        body: str = "",
+        comments: list[tuple[str, int, str]] = (),  # type: ignore[assignment]
+        author: str = "carol",
+    ) -> tuple[int, list[int]]:
+        """A GitHub review (``CHANGES_REQUESTED``, ``COMMENTED``, ``APPROVED``) with comments on
+        (path, line): the review's id and its comments' ids."""
+        review_id = next(self._ids)
+        with self._lock:
+            self._reviews.setdefault((repo, number), []).append(
+                {"id": review_id, "state": state, "body": body, "user": {"login": author}}
+            )
+            ids = []
+            for path, line, text in comments:
+                ids.append(next(self._ids))
+                self._review_comments.setdefault((repo, number), []).append(
+                    {"id": ids[-1], "pull_request_review_id": review_id, "path": path, "line": line,
+                     "body": text, "user": {"login": author}, "in_reply_to_id": None}
+                )  # fmt: skip
+        return review_id, ids
+
+    def fail_pipeline(self, repo: str, iid: int, sha: str, job: str, log: str) -> int:
+        """A GitLab pipeline of the merge request on ``sha`` failed in ``job`` with trace ``log``."""
+        pipeline_id, job_id = next(self._ids), next(self._ids)
+        with self._lock:
+            self._pipelines.setdefault((repo, iid), []).insert(
+                0,
+                {"id": pipeline_id, "sha": sha, "status": "failed", "web_url": f"{self.url}/p/{pipeline_id}"},
+            )
+            self._jobs[(repo, pipeline_id)] = [{"id": job_id, "name": job, "status": "failed"}]
+            self._logs[(repo, job_id)] = log
+        return pipeline_id
+
+    def discuss(
+        self,
+        repo: str,
+        iid: int,
+        body: str,
+        path: str | None = None,
+        line: int | None = None,
+        author: str = "carol",
+    ) -> str:
+        """A GitLab merge-request discussion opened by ``author`` (on a line of a file, or not)."""
+        discussion = f"d{next(self._ids)}"
+        note: dict[str, Any] = {"id": next(self._ids), "body": body, "author": {"username": author},
+                                "system": False, "resolved": False}  # fmt: skip
+        if path is not None:
+            note["type"] = "DiffNote"
+            note["position"] = {"new_path": path, "new_line": line}
+        with self._lock:
+            self._discussions.setdefault((repo, iid), []).append(
+                {"id": discussion, "individual_note": path is None, "notes": [note]}
+            )
+        return discussion
+
+    def answer_in(self, repo: str, iid: int, discussion: str, body: str, author: str = "carol") -> int:
+        """A person's note in an existing discussion of the merge request: its id."""
+        note = {"id": next(self._ids), "body": body, "author": {"username": author}, "system": False}
+        with self._lock:
+            found = next(d for d in self._discussions[(repo, iid)] if d["id"] == discussion)
+            found["notes"].append(note)
+        return int(note["id"])
+
+    def _pull(self, repo: str, number: int) -> dict[str, Any]:
+        return next(p for p in self._pulls[repo] if p.get("number", p.get("iid")) == number)
+
     # -- what a test reads ------------------------------------------------------------------
 
     def pulls(self, repo: str) -> list[dict[str, Any]]:
@@ -101,15 +241,40 @@ class FakeForge:
     def requests(self, method: str | None = None) -> list[Call]:
         return [c for c in self.calls if method is None or c.method == method]
 
+    def replies(self, repo: str, number: int) -> dict[str, list[str]]:
+        """The service's replies to review comments (GitHub) or in discussions (GitLab), by the
+        comment's or the discussion's id."""
+        found: dict[str, list[str]] = {}
+        for comment in self._review_comments.get((repo, number), []):
+            if comment["in_reply_to_id"] is not None and comment["user"]["login"] == BOT:
+                found.setdefault(str(comment["in_reply_to_id"]), []).append(comment["body"])
+        for discussion in self._discussions.get((repo, number), []):
+            for note in discussion["notes"][1:]:
+                if note["author"]["username"] == BOT:
+                    found.setdefault(discussion["id"], []).append(note["body"])
+        return found
+
     # -- the endpoints ----------------------------------------------------------------------
 
     def answer(
-        self, method: str, path: str, query: dict[str, str], body: Any, auth: str
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        body: Any,
+        auth: str,
+        if_none_match: str | None = None,
     ) -> tuple[int, Any, dict[str, str]]:
+        """The forge's answer; a GET's JSON carries an ETag, and ``if_none_match`` naming it gets a 304."""
         self._wait_if_held(method, path, "before")
-        answer = self._answer(method, path, query, body, auth)
+        status, answer, headers = self._answer(method, path, query, body, auth)
+        if method == "GET" and status == 200 and not isinstance(answer, Text):
+            etag = '"' + hashlib.sha1(json.dumps(answer, sort_keys=True).encode()).hexdigest() + '"'
+            if if_none_match == etag:
+                status, answer = 304, None
+            headers = {**headers, "ETag": etag}
         self._wait_if_held(method, path, "after")
-        return answer
+        return status, answer, headers
 
     def _answer(
         self, method: str, path: str, query: dict[str, str], body: Any, auth: str
@@ -122,13 +287,90 @@ class FakeForge:
         if auth not in (f"Bearer {self.token}", self.token):
             return 401, {"message": "Bad credentials" if github else "401 Unauthorized"}, {}
         with self._lock:
+            fed = (
+                self._github_feedback(method, path, body)
+                if github
+                else self._gitlab_feedback(method, path, body)
+            )
+            if fed is not None:
+                return fed
             return (
                 self._github(method, path, query, body) if github else self._gitlab(method, path, query, body)
             )
 
+    def _github_feedback(self, method: str, path: str, body: Any) -> tuple[int, Any, dict[str, str]] | None:
+        """A pull request's state, checks, statuses, reviews and review comments (and replies)."""
+        if (
+            m := re.fullmatch(r"/repos/([^/]+/[^/]+)/commits/([^/]+)/(check-runs|statuses)", path)
+        ) is not None:
+            if m[3] == "statuses":
+                return 200, self._statuses.get((m[1], m[2]), []), {}
+            runs = self._checks.get((m[1], m[2]), [])
+            return 200, {"total_count": len(runs), "check_runs": runs}, {}
+        if (m := re.fullmatch(r"/repos/([^/]+/[^/]+)/actions/jobs/(\d+)/logs", path)) is not None:
+            log = self._logs.get((m[1], int(m[2])))
+            return (404, {"message": "Not Found"}, {}) if log is None else (200, Text(log), {})
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)(?:/(reviews|comments)(?:/(\d+)/replies)?)?", path)
+        if m is None or (m[3] is None and method != "GET"):
+            return None
+        key = (m[1], int(m[2]))
+        if m[3] is None:
+            return 200, self._pull(*key), {}
+        if m[3] == "reviews":
+            return 200, self._reviews.get(key, []), {}
+        comments = self._review_comments.setdefault(key, [])
+        if m[4] is not None and method == "POST":
+            reply = {"id": next(self._ids), "pull_request_review_id": next(self._ids), "path": None,
+                     "line": None, "body": body["body"], "user": {"login": BOT},
+                     "in_reply_to_id": int(m[4])}  # fmt: skip
+            comments.append(reply)
+            return 201, reply, {}
+        return 200, comments, {}
+
+    def _gitlab_feedback(self, method: str, path: str, body: Any) -> tuple[int, Any, dict[str, str]] | None:
+        """A merge request's state, pipelines (jobs, traces) and discussions (and replies)."""
+        if (m := re.fullmatch(r"/api/v4/projects/([^/]+)/jobs/(\d+)/trace", path)) is not None:
+            log = self._logs.get((unquote(m[1]), int(m[2])))
+            return (404, {"message": "404 Not Found"}, {}) if log is None else (200, Text(log), {})
+        if (m := re.fullmatch(r"/api/v4/projects/([^/]+)/pipelines/(\d+)/jobs", path)) is not None:
+            return 200, self._jobs.get((unquote(m[1]), int(m[2])), []), {}
+        pattern = (
+            r"/api/v4/projects/([^/]+)/merge_requests/(\d+)(?:/(pipelines|discussions)(?:/([^/]+)/notes)?)?"
+        )
+        m = re.fullmatch(pattern, path)
+        if m is None or (m[3] is None and method != "GET"):
+            return None
+        key = (unquote(m[1]), int(m[2]))
+        if m[3] is None:
+            return 200, self._pull(*key), {}
+        if m[3] == "pipelines":
+            return 200, self._pipelines.get(key, []), {}
+        discussions = self._discussions.setdefault(key, [])
+        if m[4] is not None and method == "POST":
+            discussion = next((d for d in discussions if d["id"] == m[4]), None)
+            if discussion is None:
+                return 404, {"message": "404 Discussion Not Found"}, {}
+            note = {
+                "id": next(self._ids),
+                "body": body["body"],
+                "author": {"username": BOT},
+                "system": False,
+            }
+            discussion["notes"].append(note)
+            return 201, note, {}
+        return 200, discussions, {}
+
     def _github(
         self, method: str, path: str, query: dict[str, str], body: Any
     ) -> tuple[int, Any, dict[str, str]]:
+        edited = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/comments/(\d+)", path)
+        if edited is not None and method == "PATCH":  # an issue's comment, rewritten (triggered runs)
+            for bodies in (b for (r, _), b in self._comments.items() if r == edited[1]):
+                index = int(edited[2]) - 1
+                if 0 <= index < len(bodies):
+                    bodies[index] = body["body"]
+                    return 200, {"id": index + 1, "body": body["body"]}, {}
+            return 404, {"message": "Not Found"}, {}
         match = re.fullmatch(r"/repos/([^/]+/[^/]+)/(pulls|issues)(?:/(\d+))?(/comments)?", path)
         if match is None:
             return 404, {"message": "Not Found"}, {}
@@ -175,6 +417,9 @@ class FakeForge:
     def _gitlab(
         self, method: str, path: str, query: dict[str, str], body: Any
     ) -> tuple[int, Any, dict[str, str]]:
+        issue_notes = re.fullmatch(r"/api/v4/projects/([^/]+)/issues/(\d+)/notes", path)
+        if issue_notes is not None:  # an issue's notes share the numbers' comments, as GitHub's do
+            return self._notes(unquote(issue_notes[1]), int(issue_notes[2]), method, body)
         match = re.fullmatch(r"/api/v4/projects/([^/]+)/merge_requests(?:/(\d+))?(/notes)?", path)
         if match is None:
             return 404, {"message": "404 Not Found"}, {}
@@ -213,12 +458,15 @@ class FakeForge:
             request["draft"] = request["title"].startswith("Draft: ")
             return 200, request, {}
         if number is not None and notes:
-            bodies = self._comments.setdefault((repo, int(number)), [])
-            if method == "POST":
-                bodies.append(body["body"])
-                return 201, {"id": len(bodies), "body": body["body"]}, {}
-            return 200, [{"id": i + 1, "body": b} for i, b in enumerate(bodies)], {}
+            return self._notes(repo, int(number), method, body)
         return 404, {"message": "404 Not Found"}, {}
+
+    def _notes(self, repo: str, number: int, method: str, body: Any) -> tuple[int, Any, dict[str, str]]:
+        bodies = self._comments.setdefault((repo, number), [])
+        if method == "POST":
+            bodies.append(body["body"])
+            return 201, {"id": len(bodies), "body": body["body"]}, {}
+        return 200, [{"id": i + 1, "body": b} for i, b in enumerate(bodies)], {}
 
 
 def _handler(forge: FakeForge) -> type[BaseHTTPRequestHandler]:
@@ -235,11 +483,13 @@ def _handler(forge: FakeForge) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             body = json.loads(raw) if raw else None
             auth = self.headers.get("Authorization") or self.headers.get("PRIVATE-TOKEN") or ""
-            status, answer, headers = forge.answer(self.command, parts.path, query, body, auth)
+            etag = self.headers.get("If-None-Match")
+            status, answer, headers = forge.answer(self.command, parts.path, query, body, auth, etag)
             forge.calls.append(Call(self.command, parts.path, query, body, status, auth))
-            data = json.dumps(answer).encode()
+            text = isinstance(answer, Text)
+            data = b"" if status == 304 else str(answer).encode() if text else json.dumps(answer).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/plain" if text else "application/json")
             self.send_header("Content-Length", str(len(data)))
             for key, value in headers.items():
                 self.send_header(key, value)

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from orchestrator.scheduling import workspace
+from orchestrator.workspaces import get_store
 from shared import events
 from shared.db import session_scope
 from shared.git import git
@@ -93,7 +93,7 @@ def opening_text(message: dict[str, Any]) -> str:
 
 def workspace_git(eng: Engine, project_id: str, *args: str) -> str:
     """Run git in the coordinator's repository of the project's workspace."""
-    return git(workspace.repo_path(eng.settings.workspaces_dir(), project_id), *args)
+    return git(get_store(eng.settings).read(project_id), *args)
 
 
 def everything_recorded(eng: Engine, project_id: str) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from workers.environment import Prepared
 from workers.sandbox.base import Sandbox, SandboxLimits
 from workers.sandbox.container import SandboxMounts
 from workers.sandbox.docker import DockerSandbox
@@ -62,3 +63,18 @@ class InspectedSandboxes(WatchedSandboxes):
     def started(self, sandbox: Sandbox, began: float) -> None:
         assert isinstance(sandbox, DockerSandbox)
         self.inspected.append(sandbox.client.api.inspect_container(sandbox.container_id))
+
+
+def run_with_environment(prepared: Prepared, workdir: Path, command: str) -> tuple[int | None, str]:
+    """Run ``command`` in an iteration's sandbox with ``prepared``'s mounts, as the runner would
+    start it; its exit code and output."""
+    with DockerSandbox.start(
+        image=SANDBOX_IMAGE,
+        host_workspace=workdir,
+        limits=SandboxLimits(),
+        labels={RUN_LABEL: RUN_ID},
+        name=f"raas-test-env-{RUN_ID}-{secrets.token_hex(3)}-{workdir.name}",
+        mounts=prepared.mounts,
+    ) as sandbox:
+        result = sandbox.run(command, timeout_s=60)
+    return result.exit_code, result.output

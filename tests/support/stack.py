@@ -64,6 +64,8 @@ class Stack:
             "RAAS_COORDINATOR_URL": f"http://127.0.0.1:{self.coordinator_port}",
             "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{self.model_port}",
             "PYTHONUNBUFFERED": "1",
+            # A coordinator killed by a test leaves the reconcile lease to expire: seconds, not 10.
+            "RAAS_LEASE_S": "2",
             **self.env,
         }
 
@@ -82,7 +84,11 @@ class Stack:
             "scripted-model", ["scripted-model", "--script", str(self.script), "--port", str(self.model_port)]
         )
         wait_http(f"http://127.0.0.1:{self.model_port}/_scripted/health", proc=model)
-        coord = self.spawn("coordinator", ["coordinator", "--port", str(self.coordinator_port)])
+        # A stack is a cluster of its own: its key (or none) is the one its replicas must have,
+        # whatever an earlier test's stack on the same database had.
+        coord = self.spawn(
+            "coordinator", ["coordinator", "--adopt-secret-key", "--port", str(self.coordinator_port)]
+        )
         wait_http(f"http://127.0.0.1:{self.coordinator_port}/healthz", proc=coord)
         for index in range(workers):
             self.spawn_worker(index, concurrency, pool)
@@ -125,3 +131,27 @@ class Stack:
 
 def parse_json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def run_example_demo(example: str, tmp_path: Path) -> str:
+    """``bash scripts/demo.sh EXAMPLE`` as a user without an API key runs it (the scripted model),
+    its files under ``tmp_path``; its output, once it has exited 0."""
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "RAAS_DATA_DIR")
+    }
+    environment["RAAS_DEMO_DIR"] = str(tmp_path / "demo")
+    done = subprocess.run(
+        ["bash", str(ROOT_DIR / "scripts/demo.sh"), example],
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    return output

@@ -228,16 +228,30 @@ def test_sending_an_iteration_reserves_its_first_calls_worst_case() -> None:
     ]
 
 
-def test_iterations_are_sent_while_the_budget_has_room_and_overrun_it_by_one_call_at_most() -> None:
-    # Given room for one and a half first calls
+def test_iterations_are_sent_while_the_budget_pays_a_smallest_call_and_never_overrun_it() -> None:
+    # Given room for one and a half first calls (the half more than a smallest call)
     project_id = running_project(limit_usd=FIRST_CALL_USD * 3 / 2)
+    assert budget.smallest_call_usd(PRICE) <= FIRST_CALL_USD / 2
     # When three searchers are scheduled
     sent, still_running = schedule_each(project_id, agents(project_id, "searcher", 3))
-    # Then two go (the second overruns by less than one call); the third waits for money back
+    # Then two go, the second holding only what was left; the third waits for money back
     assert len(sent) == 2
     assert len(waiting(project_id)) == 1
     assert still_running == [True, True, True]
-    assert project(project_id).reserved_usd == 2 * FIRST_CALL_USD
+    assert project(project_id).reserved_usd == FIRST_CALL_USD * 3 / 2
+
+
+def test_an_iteration_is_not_sent_when_what_is_left_cannot_pay_a_smallest_call() -> None:
+    # Given a first call in flight, and less than a smallest call left besides
+    smallest = budget.smallest_call_usd(PRICE)
+    project_id = running_project(limit_usd=FIRST_CALL_USD + smallest / 2)
+    first, second = agents(project_id, "searcher", 2)
+    assert len(schedule_each(project_id, [first])[0]) == 1
+    # When another is scheduled, it waits: nothing is held for a call that could not be made
+    sent, still_running = schedule_each(project_id, [second])
+    assert sent == []
+    assert still_running == [True]
+    assert project(project_id).reserved_usd == FIRST_CALL_USD
 
 
 def test_with_the_budget_spent_and_nothing_in_flight_the_project_pauses() -> None:

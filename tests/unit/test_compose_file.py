@@ -12,7 +12,8 @@ import yaml
 from tests.support.compose import COMPOSE_FILE, clean_env, compose_command
 
 pytestmark = pytest.mark.unit
-SERVICES = {"postgres", "redis", "coordinator", "worker", "flower"}
+SERVICES = {"postgres", "redis", "coordinator", "coordinator-b", "proxy", "worker", "flower"}
+HAPROXY_CFG = COMPOSE_FILE.parent / "deploy" / "haproxy.cfg"
 
 
 def _config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -59,3 +60,23 @@ def test_compose_refuses_to_run_without_a_cluster_token() -> None:
     done = _config(clean_env(FLOWER_PASSWORD="fl0wer"))
     assert done.returncode != 0
     assert "set RAAS_API_TOKEN" in done.stderr
+
+
+def test_two_coordinator_replicas_run_behind_the_proxy_that_checks_their_readiness() -> None:
+    services = _rendered()["services"]
+    replicas = {name for name, service in services.items() if "coordinator" in service.get("command", [])}
+    assert replicas == {"coordinator", "coordinator-b"}
+    # Only the proxy is published; everything that reaches a coordinator goes through it.
+    assert {name for name, service in services.items() if service.get("ports")} == {"proxy", "flower"}
+    for name in ("coordinator", "coordinator-b", "worker"):
+        assert services[name]["environment"]["RAAS_COORDINATOR_URL"] == "http://proxy:8700"
+    for name in replicas:
+        assert float(services[name]["environment"]["RAAS_DRAIN_S"]) > 0
+        assert "RAAS_SECRET_KEY" in services[name]["environment"]  # the same for all, from the shell
+    config = HAPROXY_CFG.read_text()
+    assert "option httpchk GET /readyz" in config
+    assert "option redispatch" in config
+    served = {
+        line.split()[2].split(":")[0] for line in config.splitlines() if line.strip().startswith("server ")
+    }
+    assert served == replicas

@@ -19,6 +19,7 @@ def test_how_a_project_ended_decides_the_exit_code() -> None:
     assert ExitCode.for_status(ProjectStatus.COMPLETED) == 0
     assert ExitCode.for_status(ProjectStatus.FAILED) == ExitCode.for_status(ProjectStatus.STOPPED) == 1
     assert ExitCode.for_status(ProjectStatus.PAUSED) == 2
+    assert ExitCode.for_status(ProjectStatus.WAITING_FOR_APPROVAL) == 2  # raas run stops at an approval
 
 
 def test_the_readme_lists_every_exit_code() -> None:

@@ -7,9 +7,10 @@ import json
 
 import pytest
 
+from shared.harnesses import HarnessName
 from shared.project_config import parse_project_config
-from workers.harness import commands
-from workers.records import Claim
+from workers.claim import Claim
+from workers.runners.cli import base, claude_code, codex, opencode
 
 pytestmark = pytest.mark.unit
 TOKEN = "raas-gw-token"
@@ -32,11 +33,11 @@ def _claim(raas_toml: str) -> Claim:
     )
 
 
-def _invocation(harness: str, raas_toml: str) -> commands.Invocation:
+def _invocation(harness: HarnessName, raas_toml: str) -> base.Invocation:
     claim = _claim(f'harness = "{harness}"\ncompletion_marker = "DONE!"\n{raas_toml}')
     config = claim.config.harness_config_for(claim.category)
-    build = {"claude-code": commands.claude_code, "codex": commands.codex, "opencode": commands.opencode}
-    return build[harness](claim, config, TOKEN, commands.in_container(harness))
+    cli = {c.name: c for c in (claude_code.CLI, codex.CLI, opencode.CLI)}[harness]
+    return cli.invocation(claim, config, TOKEN, base.in_container(harness))
 
 
 def _after(argv: list[str], flag: str) -> str:
@@ -115,5 +116,5 @@ def test_opencode_is_pointed_at_the_relay_with_its_switches() -> None:
 def test_a_redelivered_attempt_gets_a_session_of_its_own() -> None:
     first = _claim("")
     second = Claim(**{**first.__dict__, "attempt": 3})
-    assert commands.session_id(first) != commands.session_id(second)
-    assert commands.session_id(first) == commands.session_id(_claim(""))
+    assert base.session_id(first) != base.session_id(second)
+    assert base.session_id(first) == base.session_id(_claim(""))

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from shared.categories import SANDBOX_TOOLS
 from shared.errors import InvalidInput
 from shared.harnesses import CLI_TOOLS, HARNESSES, check_binaries, check_binary, installed
 from shared.project_config import parse_project_config
 from shared.settings import Settings
+from shared.tool_names import SANDBOX_TOOLS
 from workers.main import check_harnesses
 
 pytestmark = pytest.mark.unit

@@ -11,12 +11,12 @@ import pytest
 from shared.event_payloads import AgentOutputChunk, AgentToolCall, LlmRetry, ToolExecuted
 from shared.events import EventData
 from shared.models import ErrorKind
-from workers.agent.session import SessionFailure
-from workers.harness.ending import Finished, RunEnd, judge
-from workers.harness.parse_claude import ClaudeParser
-from workers.harness.parse_codex import CodexParser
-from workers.harness.parse_opencode import OpenCodeParser
-from workers.harness.session import take_completion_note
+from workers.runners.base import RunFailure
+from workers.runners.cli.claude_code import ClaudeParser
+from workers.runners.cli.codex import CodexParser
+from workers.runners.cli.ending import Finished, RunEnd, judge
+from workers.runners.cli.opencode import OpenCodeParser
+from workers.runners.cli.runner import take_completion_note
 
 pytestmark = pytest.mark.unit
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "harnesses"
@@ -80,17 +80,17 @@ def test_claude_code_auth_failure_reported_as_success_pauses_for_the_key() -> No
     assert end is not None
     assert end.is_error
     assert end.api_status == 401
-    with pytest.raises(SessionFailure) as failure:
+    with pytest.raises(RunFailure) as failure:
         judge(end, _finished(exit_code=1), Seen(), None, None)
     assert failure.value.kind is ErrorKind.API_KEY
 
 
 def test_what_the_gateway_saw_wins_over_what_the_cli_says() -> None:
     end = RunEnd(is_error=False, reason="completed", text="done")
-    with pytest.raises(SessionFailure) as budget:
+    with pytest.raises(RunFailure) as budget:
         judge(end, _finished(), Seen(budget_exhausted=True), None, "done")
     assert budget.value.kind is ErrorKind.BUDGET
-    with pytest.raises(SessionFailure) as key:
+    with pytest.raises(RunFailure) as key:
         judge(end, _finished(), Seen(auth_failed=True, last_error="401 from upstream"), None, "done")
     assert key.value.kind is ErrorKind.API_KEY
 
@@ -106,20 +106,20 @@ def test_the_gateways_turn_cap_ends_the_iteration_without_completion_whatever_th
 
 
 def test_a_crash_fails_with_the_end_of_its_stderr_and_a_hang_with_the_limit() -> None:
-    with pytest.raises(SessionFailure) as crash:
+    with pytest.raises(RunFailure) as crash:
         judge(None, _finished(exit_code=139), Seen(), None, None)
     assert crash.value.kind is ErrorKind.INTERNAL
     assert "exited with 139" in str(crash.value)
     assert "boom: it broke" in str(crash.value)
-    with pytest.raises(SessionFailure) as hang:
+    with pytest.raises(RunFailure) as hang:
         judge(None, _finished(exit_code=None, timed_out=True), Seen(), None, None)
     assert "60 s limit" in str(hang.value)
 
 
 def test_an_error_with_exit_zero_or_a_clean_end_with_exit_one_is_no_success() -> None:
-    with pytest.raises(SessionFailure):
+    with pytest.raises(RunFailure):
         judge(RunEnd(is_error=True, reason="api_error", text="x"), _finished(0), Seen(), None, "done")
-    with pytest.raises(SessionFailure):
+    with pytest.raises(RunFailure):
         judge(RunEnd(is_error=False, reason="completed", text="x"), _finished(1), Seen(), None, "done")
 
 
@@ -178,7 +178,7 @@ def test_codex_auth_failure_pauses_for_the_key() -> None:
     assert parser.end is not None
     assert parser.end.is_error
     assert parser.end.api_status == 401
-    with pytest.raises(SessionFailure) as failure:
+    with pytest.raises(RunFailure) as failure:
         judge(parser.end, _finished(exit_code=1), Seen(), None, None)
     assert failure.value.kind is ErrorKind.API_KEY
 

@@ -18,7 +18,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from shared.celery_app import ITERATION_TIME_LIMIT_S, ITERATIONS_QUEUE
+from shared.celery_app import ITERATION_TIME_LIMIT_S, ITERATIONS_QUEUE, worker_queue
 from tests.support.manifests import K8S_DIR, documents, keda_triggers, kustomization, objects, one
 
 pytestmark = pytest.mark.unit
@@ -124,7 +124,7 @@ def test_the_kustomization_applies_every_manifest_in_the_directory() -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_built_in_objects_are_valid_against_the_kubernetes_schemas(version: str) -> None:
     built_in = [o for o in objects() if o["kind"] not in KEDA_KINDS] + documents(SECRET_EXAMPLE)
-    assert {o["kind"] for o in built_in} >= {"Deployment", "Service", "PersistentVolumeClaim", "ConfigMap"}
+    assert {o["kind"] for o in built_in} >= {"Deployment", "Service", "PodDisruptionBudget", "ConfigMap"}
     for obj in built_in:
         try:
             kubernetes_validate.validate(obj, version, strict=True)
@@ -194,6 +194,9 @@ def test_the_worker_probes_and_stop_hook_name_the_pods_own_celery_node() -> None
         assert argv[argv.index("--destination") + 1] == f"{ITERATIONS_QUEUE}@$HOSTNAME"
     stop = shlex.split(worker["lifecycle"]["preStop"]["exec"]["command"][2])
     assert stop[3:6] == ["control", "cancel_consumer", ITERATIONS_QUEUE]
+    # and its own queue (a task's next iteration routed to the worker holding its container)
+    own = [stop[i + 1] for i, word in enumerate(stop) if word == "cancel_consumer"]
+    assert own == [ITERATIONS_QUEUE, worker_queue(f"{ITERATIONS_QUEUE}@$HOSTNAME")]
 
 
 def _refs(node: Any, field: str) -> list[dict[str, Any]]:
@@ -219,3 +222,35 @@ def test_every_secret_and_config_key_the_manifests_read_exists() -> None:
     assert {ref["key"] for ref in secret_refs} <= set(secret["stringData"])
     config_refs = _refs(applied, "configMapRef")
     assert {ref["name"] for ref in config_refs} == {one("ConfigMap")["metadata"]["name"]}
+
+
+def _coordinator() -> tuple[dict[str, Any], dict[str, Any]]:
+    deployment = one("Deployment", "raas-coordinator")
+    pod = deployment["spec"]["template"]["spec"]
+    return deployment, next(c for c in pod["containers"] if c["name"] == "coordinator")
+
+
+def test_two_coordinator_replicas_with_a_budget_that_keeps_one_serving() -> None:
+    deployment, _ = _coordinator()
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    budget = one("PodDisruptionBudget", "raas-coordinator")
+    assert budget["spec"]["minAvailable"] == 1
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    # Replicas cannot share a ReadWriteOnce volume: workspaces are in the object store.
+    assert not [o for o in objects() if o["kind"] == "PersistentVolumeClaim"]
+    assert one("ConfigMap")["data"]["RAAS_WORKSPACE_STORE"].startswith("s3://")
+
+
+def test_a_draining_coordinator_fails_its_readiness_probe_before_it_stops() -> None:
+    deployment, container = _coordinator()
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    drain_s = float(env["RAAS_DRAIN_S"])
+    probe = container["readinessProbe"]
+    # The endpoints drop the pod (one failed probe) well within its drain, and the drain ends
+    # before the kubelet's SIGKILL.
+    assert probe["periodSeconds"] * probe["failureThreshold"] < drain_s
+    assert drain_s < deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]

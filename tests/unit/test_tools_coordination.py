@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.categories import COORDINATION_TOOLS as LISTED
 from shared.memory import ToolCall
 from shared.project_config import MemoryConfig
+from shared.tool_names import COORDINATION_TOOLS as LISTED
 from workers.tools.base import input_schema
 from workers.tools.coordination import COORDINATION_TOOLS, Caller, answer
 

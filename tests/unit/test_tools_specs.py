@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from shared.errors import InvalidInput, SandboxError, ToolTimeout
+from shared.tool_names import SANDBOX_TOOLS
 from workers.sandbox.base import ExecResult, SandboxLimits
 from workers.sandbox.local import LocalSandbox
 from workers.tools import TOOL_NAMES, TOOLS, execute, tool_specs
@@ -34,8 +35,8 @@ def test_tool_specs_come_in_the_order_asked_in_the_anthropic_format() -> None:
         assert len(spec["description"]) > 80
 
 
-def test_every_named_tool_exists() -> None:
-    assert tuple(TOOLS) == TOOL_NAMES
+def test_the_tools_answer_to_the_names_shared_spells_in_its_order() -> None:
+    assert tuple(TOOLS) == TOOL_NAMES == SANDBOX_TOOLS
 
 
 def test_tool_specs_refuses_an_unknown_name() -> None:

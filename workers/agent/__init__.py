@@ -1,5 +1,6 @@
-"""One iteration's agent: the tool-use loop (``session``), its fresh context (``prompts``,
-``context``) and the coalesced text it streams out (``output``).
+"""One iteration's agent, whatever runs it: its fresh context (``prompts``, ``context``), the
+coalesced text it streams out (``output``) and the subagents it spawns (``subagents``). The
+loop that drives it is a runner (:mod:`workers.runners.builtin`).
 
 May import ``shared``, ``workers.llm``, ``workers.tools`` and ``workers.sandbox``.
 """

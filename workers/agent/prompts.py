@@ -12,7 +12,8 @@ from pydantic import Field
 
 from shared.categories import Role
 from shared.dag import Plan
-from workers.records import Claim
+from shared.said import quoted
+from workers.claim import Claim
 from workers.tools.base import ToolArgs, input_schema
 
 CACHE = {"type": "ephemeral"}
@@ -60,6 +61,15 @@ SUBMIT_PLAN_TOOL: dict[str, Any] = {
 }
 
 
+# How a builder is given a reviewer's critique (the dialectic workflow, shared.dialectic).
+REVIEW_INTRO = (
+    "A reviewer (another agent, with fresh eyes and read-only tools) read what your last iteration "
+    "changed, against the task. Answer its critique in this iteration: fix what it rightly finds, "
+    "and where you disagree say why in your notes. The project's check, not the reviewer, decides "
+    "when the task is done. The critique:\n"
+)
+
+
 def system_blocks(claim: Claim) -> list[dict[str, Any]]:
     template = claim.config.category(claim.category).prompt or "{task}"
     return [
@@ -74,23 +84,37 @@ def first_message(claim: Claim) -> dict[str, Any]:
         f"({claim.category} agent {claim.agent_id}).",
         f"Task: {claim.task_text}",
     ]
-    if claim.feedback:
+    if claim.feedback and claim.role is Role.REVIEWER:
+        parts.append(f"The project's check failed on an earlier attempt at this task:\n{claim.feedback}")
+    elif claim.feedback:
         parts.append(f"The validator ran the project's check and it failed; fix this:\n{claim.feedback}")
     for category, report in claim.reports:
-        parts.append(f"Report from your {category} subagent:\n{report}")
+        if claim.config.role_of(category) is Role.REVIEWER:
+            parts.append(REVIEW_INTRO + report)
+        else:
+            parts.append(f"Report from your {category} subagent:\n{report}")
     for message in claim.mail:
         to_all = " to every agent" if message.broadcast else ""
         parts.append(
             f"Message from {message.sender_category} agent {message.sender_id}{to_all}:\n{message.text}"
         )
+    if claim.round_feedback:
+        parts.append(claim.round_feedback)
+    if claim.said:
+        parts.append(quoted(claim.said))
     parts.append("Start by looking at the workspace.")
     return {"role": "user", "content": [{"type": "text", "text": "\n\n".join(parts)}]}
 
 
 def tools_for(claim: Claim, sandbox_specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The category's sandbox tools, then task_complete, spawn_subagent and (planner) submit_plan."""
+    """The category's sandbox tools, then task_complete, spawn_subagent and (planner) submit_plan.
+
+    A reviewer gets no spawn_subagent: it reads and reports, with what its category lists only.
+    """
     # spawn_subagent is offered even past the depth limit, so a refusal says why.
-    tools = [*sandbox_specs, TASK_COMPLETE_TOOL, SPAWN_SUBAGENT_TOOL]
+    tools = [*sandbox_specs, TASK_COMPLETE_TOOL]
+    if claim.role is not Role.REVIEWER:
+        tools.append(SPAWN_SUBAGENT_TOOL)
     if claim.role is Role.PLANNER:
         tools.append(SUBMIT_PLAN_TOOL)
     return with_cache_breakpoint(tools)

@@ -7,7 +7,8 @@ call, ``recorder`` its ledger writes after the answer, ``metering`` what a call 
 its answer; ``relay.py`` is a stdlib script run inside a container (loopback TCP to the socket)
 for harnesses that cannot speak to a unix socket.
 
-May import ``workers.records``, ``workers.llm`` and ``shared``.
+May import the layers below it (``records``, ``ledger``, ``workspace_transfer``, ``llm``,
+``tools``, ``claim``, ``sandbox``) and ``shared``; never ``agent``, ``runners`` or what is above them.
 """
 
 from workers.gateway.gate import GatewayStats

@@ -1,15 +1,13 @@
-"""The gate each harness model call passes, with the ledger the api harness uses: the budget
-reserves the call's worst case first, if the project still runs
-(:func:`workers.records.reserve_if_running`, the same wait as ``reserve_call_waiting``), the rate
-limits admit it (:class:`workers.llm.ratelimit.RateLimiter`), and its answer is recorded and
-priced once (:func:`workers.records.store_call`, which settles the reservation) — or, when it
-failed, the reservation is released and nothing is charged.
+"""The gate each harness model call passes: the ledger admits it
+(:class:`workers.ledger.CallLedger`, the same as the built-in loop's: its worst case reserved,
+its output limit lowered to what the budget pays), the rate limits admit it
+(:class:`workers.llm.ratelimit.RateLimiter`), and its answer is recorded and charged once
+through the same ledger — or, when it failed, its reservation is released and nothing is
+charged.
 
-Each call holds its own reservation (the lease's first also takes over what the iteration held)
-and gives back exactly that: the record and settlement run after the answer's last byte
-(:mod:`workers.gateway.recorder`), and the lease's next call may reserve meanwhile. What could
-refuse a call on account of a record not yet written (the budget, the turn cap) waits for it
-and asks again.
+The record and settlement run after the answer's last byte (:mod:`workers.gateway.recorder`),
+and the lease's next call may be admitted meanwhile; the ledger runs those writes first
+(``drain``) before it would lower or refuse a call, and the turn cap waits for them too.
 
 ``admit`` blocks (database, Redis, waiting for room): the server runs it off its event loop;
 ``settle`` and ``fail`` only hand their writes on.
@@ -25,20 +23,24 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
-from shared import budget
-from shared.errors import CallExceedsRateLimit, RateLimitWaitTooLong
+from shared.errors import (
+    BudgetExceeded,
+    CallExceedsRateLimit,
+    InvalidInput,
+    ProjectNotRunning,
+    RateLimitWaitTooLong,
+)
 from shared.event_payloads import BudgetWarning, RateLimitWait
 from shared.events import EventData
-from shared.pricing import cost_usd, find_price
 from shared.usage import Usage
-from workers import records
+from workers import ledger
+from workers.claim import Claim
 from workers.gateway.metering import Api, Meter
 from workers.gateway.recorder import Recorder
 from workers.llm.ratelimit import Admission, ProjectLimits, RateLimiter
 from workers.llm.tokens import estimate_tokens
-from workers.records import Claim
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,7 @@ class GatewayStats:
     max_turns_reached: bool = False  # a call was refused: the iteration's turn cap is reached
     last_error: str | None = None
     refused: int = 0  # calls answered by the gateway itself, never sent upstream
+    token_counts: int = 0  # count_tokens calls answered upstream (free, but rate limited)
 
 
 class Refused(Exception):
@@ -74,14 +77,18 @@ class Refused(Exception):
 
 @dataclass
 class Ticket:
-    """One admitted call: what it reserved against and what it sent."""
+    """One admitted call: its ledger ticket, its rate-limit admission and what it sent."""
 
     api: Api
-    model: str
+    call: ledger.Ticket
     request: list[Any]
     admission: Admission | None
-    held: Decimal  # what the call holds in the ledger: its settlement or release gives back this
     ended: bool = False  # settled or failed: the first of the two counts, once
+
+    @property
+    def max_output_tokens(self) -> int:
+        """What the call may ask for: lower than it asked when the budget pays no more."""
+        return self.call.max_output_tokens
 
 
 class Gate:
@@ -112,11 +119,9 @@ class Gate:
         )
         self._stats = GatewayStats()
         self._lock = threading.Lock()
-        self._seq = 0
-        # Whether a call has taken over what the iteration held when the lease opened.
-        self._took_over = False
         # What an answered call writes to the ledger, written after its answer (in ``pool``).
         self._recorder = Recorder(pool, loop, self._unrecorded)
+        self.ledger = ledger.CallLedger(claim, drain=self._recorder.wait)
         # The tool calls of the last answer, (name, arguments, id), and the ids an MCP call took.
         self._tool_calls: list[tuple[str, Any, str]] = []
         self._taken: set[str] = set()
@@ -135,22 +140,29 @@ class Gate:
         with self._lock:
             self._stats = replace(self._stats, **changes)
 
-    def admit(self, api: Api, body: dict[str, Any]) -> Ticket:
-        """Reserve the call's worst case and wait for room under the rate limits.
+    def admit(
+        self, api: Api, body: dict[str, Any], request_bytes: int, count: ledger.Count | None = None
+    ) -> Ticket:
+        """Admit the call through the ledger and wait for room under the rate limits.
+
+        ``request_bytes``: the request body's size (its input's bound); ``count``: the provider's
+        count of its input, asked only near the budget's end.
 
         Raises:
             Refused: the project does not run, the model has no price, the budget is spent, or
                 the call alone is larger than a rate limit.
         """
         try:
-            return self._admit_call(api, body)
+            return self._admit_call(api, body, request_bytes, count)
         except Refused as refused:
             with self._lock:
                 self._stats = replace(self._stats, refused=self._stats.refused + 1)
             log.info("iteration %s: a %s call refused: %s", self.claim.iteration_id, api.value, refused)
             raise
 
-    def _admit_call(self, api: Api, body: dict[str, Any]) -> Ticket:
+    def _admit_call(
+        self, api: Api, body: dict[str, Any], request_bytes: int, count: ledger.Count | None
+    ) -> Ticket:
         capped = self._capped()
         if capped and self._recorder.busy():
             # An answer not yet read counts as a turn until read: it may turn out to be none.
@@ -158,47 +170,55 @@ class Gate:
             capped = self._capped()
         if capped:
             self.note(max_turns_reached=True, last_error=f"the turn cap ({self.max_turns}) is reached")
-            # The iteration ends without completion and the loop goes on (workers.harness.ending).
+            # The iteration ends without completion and the loop goes on (workers.runners.cli).
             msg = f"this iteration's turn cap (max_turns = {self.max_turns}) is reached; the loop goes on"
             raise final_refusal(api, msg)
         model = body.get("model")
-        price = find_price(model, self.claim.config.pricing) if isinstance(model, str) else None
-        if price is None:
-            msg = f"model {model!r} has no price: add it under [pricing] in raas.toml"
-            raise Refused(400, "invalid_request_error", msg)
-        size = estimate_tokens(body)
         max_out = _max_output(api, body) or self.default_max_tokens
-        held = self._reserve(budget.call_estimate_usd(price, size, max_out))
-        if held is None:
-            self.note(project_stopped=True, last_error="the project is no longer running")
-            raise Refused(
-                400, "invalid_request_error", "the project is no longer running (paused or stopped)"
-            )
-        if held is False:
-            self.note(budget_exhausted=True, last_error=records.BUDGET_SPENT)
-            raise final_refusal(api, records.BUDGET_SPENT)
-        self._took_over = True
         try:
-            admission = self._admit(size, max_out)
+            if not isinstance(model, str):
+                raise InvalidInput("the request names no model")  # noqa: EM101
+            call = self.ledger.admit(model, request_bytes, max_out, count)
+        except InvalidInput as exc:
+            raise Refused(400, "invalid_request_error", str(exc)) from exc
+        except ProjectNotRunning as exc:
+            self.note(project_stopped=True, last_error=str(exc))
+            raise Refused(400, "invalid_request_error", str(exc)) from exc
+        except BudgetExceeded as exc:
+            self.note(budget_exhausted=True, last_error=str(exc))
+            raise final_refusal(api, str(exc)) from exc
+        try:
+            admission = self._admit(estimate_tokens(body), call.max_output_tokens)
         except Refused:
-            records.release_call(self.claim, held)
+            self.ledger.release(call)
             raise
-        request = _request_content(api, body)
-        return Ticket(api=api, model=str(model), request=request, admission=admission, held=held)
+        return Ticket(api=api, call=call, request=_request_content(api, body), admission=admission)
+
+    def admit_count(self, body: dict[str, Any]) -> Admission | None:
+        """Room under the rate limits for a harness's ``count_tokens`` call (free upstream, but a
+        call all the same: a harness counting in a loop is held to the limits like any other).
+
+        Raises:
+            Refused: the count alone is larger than a rate limit, or its room comes too late.
+        """
+        try:
+            return self._admit(estimate_tokens(body), 0)
+        except Refused as refused:
+            with self._lock:
+                self._stats = replace(self._stats, refused=self._stats.refused + 1)
+            log.info("iteration %s: a count_tokens call refused: %s", self.claim.iteration_id, refused)
+            raise
+
+    def counted(self, admission: Admission | None, input_tokens: int | None) -> None:
+        """A ``count_tokens`` call was answered: count it, and replace its estimate with its count."""
+        if admission is not None:
+            admission.adjust(input_tokens or 0, 0)
+        with self._lock:
+            self._stats = replace(self._stats, token_counts=self._stats.token_counts + 1)
 
     def _capped(self) -> bool:
         with self._lock:
             return self.max_turns is not None and self._turns >= self.max_turns
-
-    def _reserve(self, amount: Decimal) -> Decimal | Literal[False] | None:
-        # Whether the project runs and the reservation together: on Postgres one statement.
-        held = records.reserve_if_running(self.claim, amount, take_over=not self._took_over)
-        if held is False and self._recorder.busy():
-            # The lease's answered calls hold their worst case until written; what they did not
-            # spend comes back then.
-            self._recorder.wait()
-            held = records.reserve_if_running(self.claim, amount, take_over=not self._took_over)
-        return held
 
     def _admit(self, size: int, max_out: int) -> Admission | None:
         if self.limiter is None:
@@ -237,40 +257,33 @@ class Gate:
             self.note(last_error=metered.error)
             self._give_back(ticket, Usage())
             return
-        pricing = self.claim.config.pricing
-        # Priced by the model that answered; by the one asked for if that has no price (never free).
-        model = metered.model if metered.model and find_price(metered.model, pricing) else ticket.model
-        price = find_price(model, pricing)
-        cost = cost_usd(usage, price) if price is not None else Decimal(0)
         with self._lock:
-            seq, self._seq = self._seq, self._seq + 2
             self._tool_calls = _tool_calls(metered.content)
+        _adjust(ticket, usage)
+        settlement = self.ledger.settle(
+            ticket.call,
+            metered.content,
+            usage,
+            model=metered.model,
+            request=ticket.request,
+            stop_reason=metered.stop_reason,
+            duration_s=duration_s,
+        )
+        with self._lock:
             s = self._stats
             self._stats = replace(
                 s,
                 calls=s.calls + 1,
                 usage=s.usage + usage,
-                cost_usd=s.cost_usd + cost,
+                cost_usd=s.cost_usd + (ticket.call.cost_usd or Decimal(0)),
                 last_error=metered.error,
             )
-        _adjust(ticket, usage)
-        settlement = records.store_call(
-            self.claim,
-            seq,
-            ticket.request,
-            metered.content,
-            model=model,
-            usage=usage,
-            held=ticket.held,
-            stop_reason=metered.stop_reason,
-            duration_s=duration_s,
-        )
-        if settlement.warn:
+        if settlement is not None and settlement.warn:
             self.emit(BudgetWarning(spent_usd=settlement.spent_usd, limit_usd=settlement.limit_usd))
 
     def _give_back(self, ticket: Ticket, usage: Usage) -> None:
         _adjust(ticket, usage)
-        records.release_call(self.claim, ticket.held)
+        self.ledger.release(ticket.call)
 
     def tool_use_id(self, tool: str, args: Any) -> str | None:
         """The id the model gave the call of ``tool`` with ``args`` in its last answer (once each),

@@ -2,5 +2,6 @@
 stream (``stream``), classifying failures and backing off (``retry``), and the cluster-wide
 rate limit (``ratelimit``).
 
-May import ``shared`` only.
+Imports ``shared`` only (the layers contract would also let it import ``claim`` and ``sandbox``
+below it); never ``tools``, ``records``, ``ledger`` (its siblings) or anything above it.
 """

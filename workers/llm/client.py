@@ -19,6 +19,11 @@ from workers.llm.stream import assemble
 PLACEHOLDER_KEY = "scripted-model-no-key"
 
 
+# The request header naming the project a model call belongs to: the gateway adds it to every
+# call it relays, and the scripted model keeps one script cursor per value.
+SESSION_HEADER = "x-raas-session"
+
+
 def make_client(settings: Settings, timeout_s: float = 600.0) -> anthropic.Anthropic:
     """The SDK client, configured the way the SDK reads its environment.
 
@@ -118,3 +123,25 @@ def call(
         duration_s=time.monotonic() - started,
         invalid_tool_inputs=assembled.invalid_tool_inputs,
     )
+
+
+def count_tokens(
+    client: anthropic.Anthropic,
+    *,
+    model: str,
+    system: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+    session_key: str,
+) -> int:
+    """The provider's count of a request's input tokens (free; the ledger sizes a call near the
+    budget's end by it, :mod:`workers.ledger`). A count takes no ``metadata``: the session goes
+    in :data:`SESSION_HEADER`, as the gateway sends it."""
+    counted = client.messages.count_tokens(
+        model=model,
+        system=system,  # type: ignore[arg-type]
+        tools=tools,  # type: ignore[arg-type]
+        messages=messages,  # type: ignore[arg-type]
+        extra_headers={SESSION_HEADER: session_key},
+    )
+    return int(counted.input_tokens)

@@ -4,6 +4,12 @@ Rate limits, overload, server errors, dropped connections, an error event in the
 stream, and a response that ended without a stop reason are retried with capped, jittered
 exponential backoff that honours ``retry-after``. A prompt that is too long is truncated and
 retried. A rejected API key pauses the project. Anything else fails the iteration.
+
+A call's retries have a budget in count and in time (:class:`RetryPolicy`): at most 10 attempts,
+and no wait that would end more than ``RAAS_LLM_RETRY_BUDGET_S`` (60 s) after the call's first
+failure. So a model that stays unreachable fails the iteration in about a minute and the circuit
+breaker opens in minutes, not after ten minutes of silence; every retry says why in an
+``llm_retry`` event (:class:`Cause`, in words by :func:`retry_line`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,33 @@ class Failure(str, Enum):
     CONTEXT_TOO_LONG = "context_too_long"
     API_KEY = "api_key"
     FATAL = "fatal"
+
+
+class Cause(str, Enum):
+    """Why a model call was tried again: the ``llm_retry`` event's ``reason``, for people."""
+
+    UNREACHABLE = "unreachable"  # no connection, or it dropped
+    TIMED_OUT = "timed_out"
+    RATE_LIMITED = "rate_limited"
+    OVERLOADED = "overloaded"
+    SERVER_ERROR = "server_error"
+    INCOMPLETE = "incomplete"  # the stream ended without a stop reason
+    CONTEXT_TOO_LONG = "context_too_long"  # retried at once with the conversation truncated
+    MAX_TOKENS = "max_tokens"  # a reply with tool calls cut off: retried with a larger limit
+    HARNESS = "api_retry"  # an agent CLI retrying a call through the gateway, as it reports it
+
+
+_WORDS: dict[str, str] = {
+    Cause.UNREACHABLE: "model unreachable",
+    Cause.TIMED_OUT: "model call timed out",
+    Cause.RATE_LIMITED: "rate limited by the model API",
+    Cause.OVERLOADED: "model overloaded",
+    Cause.SERVER_ERROR: "model API error",
+    Cause.INCOMPLETE: "reply ended early",
+    Cause.CONTEXT_TOO_LONG: "prompt too long, truncated",
+    Cause.MAX_TOKENS: "reply cut off at max_tokens",
+    Cause.HARNESS: "model call failed",
+}
 
 
 class IncompleteReply(Exception):
@@ -58,6 +91,33 @@ def classify(exc: BaseException) -> Failure:
     return Failure.FATAL
 
 
+def cause(exc: BaseException) -> Cause:
+    """Why a call that failed with ``exc`` (retryable, or a prompt too long) is tried again."""
+    if isinstance(exc, anthropic.APITimeoutError):
+        return Cause.TIMED_OUT
+    if isinstance(exc, anthropic.APIConnectionError):
+        return Cause.UNREACHABLE
+    if not isinstance(exc, anthropic.APIStatusError):
+        return Cause.INCOMPLETE
+    if classify(exc) is Failure.CONTEXT_TOO_LONG:
+        return Cause.CONTEXT_TOO_LONG
+    kind = _error_type(exc)
+    if exc.status_code == 429 or kind == "rate_limit_error":
+        return Cause.RATE_LIMITED
+    if exc.status_code == 529 or kind == "overloaded_error":
+        return Cause.OVERLOADED
+    return Cause.SERVER_ERROR
+
+
+def retry_line(reason: str, attempt: int | None, delay_s: float | None) -> str:
+    """An ``llm_retry`` event as people read it: ``model unreachable, retry 3 in 4 s``."""
+    words = _WORDS.get(reason) or reason.replace("_", " ")
+    if attempt is None:
+        return f"{words}, retrying"
+    wait = f" in {delay_s:.1f}".removesuffix(".0") + " s" if delay_s is not None else ""
+    return f"{words}, retry {attempt}{wait}"
+
+
 def retry_after_s(exc: BaseException) -> float | None:
     """The server's ``retry-after`` in seconds, if it sent one."""
     response = getattr(exc, "response", None)
@@ -70,11 +130,14 @@ def retry_after_s(exc: BaseException) -> float | None:
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """How often and how long one model call is tried: ``max_attempts`` at most, and no wait that
+    would end more than ``budget_s`` after its first failure (long enough to ride out a 30 s
+    overload, short enough that a dead endpoint fails the iteration in about a minute)."""
+
     max_attempts: int = 10
     base_s: float = 1.0
     cap_s: float = 60.0
-    # Give up when the waits alone would pass this; long enough to ride out a 30 s overload.
-    max_total_wait_s: float = 600.0
+    budget_s: float = 60.0  # RAAS_LLM_RETRY_BUDGET_S: the runner passes the worker's setting
 
     def delay_s(self, attempt: int, retry_after: float | None) -> float:
         """Exponential backoff with jitter, at least ``retry-after`` (both capped)."""
@@ -82,3 +145,23 @@ class RetryPolicy:
         if retry_after is not None:
             backoff = max(backoff, min(retry_after, self.cap_s))
         return backoff
+
+    def wait_s(self, attempts: int, failure: BaseException, retrying_for_s: float) -> float | None:
+        """How long to wait before trying again after ``attempts`` attempts (the last failed with
+        ``failure``, ``retrying_for_s`` after the first failed), or None: give up."""
+        if attempts >= self.max_attempts:
+            return None
+        retryable = classify(failure) is Failure.RETRY
+        wait = self.delay_s(attempts - 1, retry_after_s(failure)) if retryable else 0.0
+        return None if retrying_for_s + wait > self.budget_s else wait
+
+    def gave_up(self, attempts: int, retrying_for_s: float, failure: BaseException) -> str:
+        """Why the call failed, in words: the last failure's cause, how many attempts were made over
+        how long, and which limit ended them (the caller adds the last error)."""
+        limit = (
+            f"at most {self.max_attempts} attempts"
+            if attempts >= self.max_attempts
+            else f"a retry budget of {self.budget_s:g} s, RAAS_LLM_RETRY_BUDGET_S"
+        )
+        tried = f"after {attempts} attempts, retried for {retrying_for_s:.0f} s ({limit})"
+        return f"{_WORDS[cause(failure)]}: LLM call failed {tried}"

@@ -5,6 +5,8 @@
 iteration's sandbox from its config (``choice`` picks an embedded run's, ``pool`` keeps warm
 Docker ones); ``reaper`` removes the containers of dead iterations and ``sweeper`` runs it
 periodically in a worker.
+
+The bottom layer of ``workers``: it may import ``shared`` only (not even ``claim``, beside it).
 """
 
 from workers.sandbox.base import ExecResult, Sandbox, SandboxLimits

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from shared.errors import SandboxStartError
 from workers.sandbox.base import SandboxLimits
 from workers.sandbox.channel import helper_command
+from workers.sandbox.relay import PROXY_DIR, PROXY_ENV
 
 WORKSPACE = "/workspace"
 SANDBOX_UID = SANDBOX_GID = 1000
@@ -48,6 +49,19 @@ class SandboxMounts(BaseModel):
     read_only: tuple[tuple[str, str], ...] = ()
     """(host path, container path) pairs."""
     home: bool = False
+    image: str | None = None
+    """The project's environment snapshot, instead of the worker's sandbox image."""
+    env: tuple[tuple[str, str], ...] = ()
+    """The project's environment variables, over the sandbox's own."""
+    proxy_dir: str | None = None
+    """The egress proxy's socket directory (``registries``): mounted read-only at PROXY_DIR, a
+    relay started inside and the proxy variables set (:mod:`workers.sandbox.relay`)."""
+
+    def merged(self, other: SandboxMounts | None) -> SandboxMounts:
+        """These and ``other``'s (a harness's binary and home) together."""
+        if other is None:
+            return self
+        return self.model_copy(update={"read_only": self.read_only + other.read_only, "home": other.home})
 
 
 def host_config(
@@ -63,6 +77,8 @@ def host_config(
     tmpfs = {"/tmp": f"rw,nosuid,nodev,size={memory},mode=1777"}
     if mounts is not None:
         binds.update({host: {"bind": inside, "mode": "ro"} for host, inside in mounts.read_only})
+        if mounts.proxy_dir is not None:
+            binds[mounts.proxy_dir] = {"bind": PROXY_DIR, "mode": "ro"}
         if mounts.home:
             ids = f"uid={SANDBOX_UID},gid={SANDBOX_GID}"
             tmpfs[AGENT_HOME] = f"rw,nosuid,nodev,size={memory},mode=700,{ids}"
@@ -110,8 +126,13 @@ def create(
 ) -> str:
     """Create (not start) the container; its id."""
     environment = SANDBOX_ENV
-    if mounts is not None and mounts.home:
-        environment = {**SANDBOX_ENV, "HOME": AGENT_HOME}
+    if mounts is not None:
+        environment = {**dict(mounts.env), **SANDBOX_ENV}
+        if mounts.home:
+            environment["HOME"] = AGENT_HOME
+        if mounts.proxy_dir is not None:
+            environment.update(PROXY_ENV)
+        image = mounts.image or image
     try:
         created = client.api.create_container(
             image,

@@ -26,9 +26,18 @@ from shared.errors import SandboxError, SandboxStartError, StreamClosed, ToolTim
 from workers.sandbox import helper
 from workers.sandbox.base import ExecResult, Sandbox, SandboxLimits
 from workers.sandbox.channel import DeadlineExceeded, ExecStream, HelperClient, b64
-from workers.sandbox.container import MANAGED_LABEL, WORKSPACE, SandboxMounts, chown_workspace, create
+from workers.sandbox.container import (
+    MANAGED_LABEL,
+    SANDBOX_GID,
+    SANDBOX_UID,
+    WORKSPACE,
+    SandboxMounts,
+    chown_workspace,
+    create,
+)
 from workers.sandbox.fallback import ShellOps
 from workers.sandbox.process import ContainerProcess
+from workers.sandbox.relay import start_relay
 
 __all__ = ["MANAGED_LABEL", "DockerSandbox"]
 log = logging.getLogger(__name__)
@@ -73,18 +82,19 @@ class EngineGate:
 ENGINE_CALLS = EngineGate()
 
 
-def engine_client() -> docker.DockerClient:
+def engine_client(timeout_s: int = 60) -> docker.DockerClient:
     """A Docker client for this process's engine, its API version asked once per process.
 
     ``docker.from_env()`` asks the engine for its version (``GET /version``) every time; a
     sandbox per iteration made that one more request per iteration for an answer that never
-    changes while the process lives.
+    changes while the process lives. ``timeout_s`` bounds each request (an environment's setup
+    is one long request).
     """
     host = os.environ.get("DOCKER_HOST", "")
     version = _api_versions.get(host)
     if version is not None:
-        return docker.from_env(version=version)
-    client = docker.from_env()
+        return docker.from_env(version=version, timeout=timeout_s)
+    client = docker.from_env(timeout=timeout_s)
     with _api_versions_lock:
         _api_versions[host] = client.api.api_version
     return client
@@ -113,6 +123,7 @@ class DockerSandbox(Sandbox):
         self._lock = threading.Lock()
         self._killed: str | None = None
         self._closed = False
+        self.removed = False  # set by close() once the engine has no such container
         self._owns_client = False  # closed with the sandbox (start() made it)
 
     @classmethod
@@ -160,6 +171,8 @@ class DockerSandbox(Sandbox):
                 except BaseException:
                     attached.close()  # not the helper's yet: close() would not see it
                     raise
+                if mounts is not None and mounts.proxy_dir is not None:
+                    start_relay(client.api, container_id, f"{SANDBOX_UID}:{SANDBOX_GID}")
             sandbox._helper = HelperClient.ready(attached, HELPER_START_TIMEOUT_S)
             if sandbox._helper is None:
                 sandbox._use_shell()
@@ -176,6 +189,11 @@ class DockerSandbox(Sandbox):
     def uses_helper(self) -> bool:
         """False when the image has no python3 and every call is a plain ``docker exec``."""
         return self._helper is not None
+
+    @property
+    def is_usable(self) -> bool:
+        """False once closed or killed (an overrun deadline): such a sandbox serves no one again."""
+        return not self._closed and self._killed is None
 
     def is_responsive(self, timeout_s: float = 2.0) -> bool:
         """True if the container still answers (a pooled sandbox may have died while idle)."""
@@ -278,8 +296,9 @@ class DockerSandbox(Sandbox):
         try:
             with ENGINE_CALLS.turn():
                 self.client.api.remove_container(self.container_id, force=True)
+            self.removed = True
         except NotFound:
-            pass
+            self.removed = True
         except (APIError, DockerException, OSError) as e:  # the sweep removes it later: it is labelled
             log.warning("could not remove sandbox %s: %s", self.name, e)
         if self._owns_client:

@@ -98,6 +98,12 @@ class _Step(_Strict):
     """Answer this many consecutive requests the same way."""
     latency_s: float = Field(default=0.0, ge=0)
     """Wait before the first byte (the status line) of the answer."""
+    gather: int = Field(default=1, ge=1)
+    """Hold every request that reaches this step until this many (of any sessions) have reached
+    it, then answer them all (after ``latency_s``): a barrier that makes "N agents at once"
+    certain instead of hoped for from timing. Held at most ``gather_timeout_s``."""
+    gather_timeout_s: float = Field(default=120.0, gt=0)
+    """How long a request waits for the rest of its gather before it is answered anyway."""
     delta_delay_s: float = Field(default=0.0, ge=0)
     """Wait between consecutive events of a streamed answer."""
 

@@ -56,6 +56,7 @@ class ServerState:
         self._lock = threading.Lock()
         self._turns: dict[str, int] = {}
         self._log: list[LoggedRequest] = []
+        self._arrived: dict[int, int] = {}
 
     @property
     def script(self) -> Script:
@@ -69,6 +70,16 @@ class ServerState:
             self._turns[session] = turn + 1
             script = self._script
         return turn, script.step_for(turn)
+
+    def arrive(self, step: int) -> None:
+        """Count one more request that reached ``step`` (for a step's ``gather``)."""
+        with self._lock:
+            self._arrived[step] = self._arrived.get(step, 0) + 1
+
+    def arrived(self, step: int) -> int:
+        """Requests that reached ``step`` so far."""
+        with self._lock:
+            return self._arrived.get(step, 0)
 
     def record(self, entry: LoggedRequest) -> None:
         """Keep ``entry`` in memory and, when the server has a log file, append it as a line."""
@@ -94,6 +105,7 @@ class ServerState:
         with self._lock:
             self._log.clear()
             self._turns.clear()
+            self._arrived.clear()
             if script is not None:
                 self._script = script
 

@@ -4,6 +4,9 @@
 runs one ``tool_use`` block and always returns a :class:`ToolResult`: a model's mistake (an
 unknown tool, bad arguments, a path outside the workspace) or a sandbox failure becomes an
 error result the model can read, never an exception that ends the iteration.
+
+May import ``workers.sandbox`` (and ``workers.claim``) below it, and ``shared``; never ``llm``,
+``records``, ``ledger`` (its siblings) or anything above it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from shared.errors import InvalidInput, SandboxError, ToolTimeout
+from shared.tool_names import SANDBOX_TOOLS
 from workers.sandbox.base import Sandbox
 from workers.tools.base import Tool, ToolResult, error
 from workers.tools.bash import BashTool
@@ -24,7 +28,8 @@ log = logging.getLogger(__name__)
 TOOLS: dict[str, Tool[Any]] = {
     tool.name: tool for tool in (BashTool(), ReadTool(), WriteTool(), EditTool(), GlobTool(), GrepTool())
 }
-TOOL_NAMES = ("bash", "read", "write", "edit", "glob", "grep")
+#: The sandbox tools' names, as shared.tool_names spells them (each tool's ``name`` is one of them).
+TOOL_NAMES = SANDBOX_TOOLS
 
 __all__ = ["TOOLS", "TOOL_NAMES", "Tool", "ToolResult", "execute", "tool_specs"]
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
+from shared.tool_names import BASH
 from workers.sandbox.base import Sandbox
 from workers.tools.base import Tool, ToolArgs, ToolResult, error
 
@@ -24,7 +25,7 @@ class BashArgs(ToolArgs):
 
 
 class BashTool(Tool[BashArgs]):
-    name = "bash"
+    name = BASH
     description = (
         "Run a command with `bash -c` in the workspace directory of the sandbox and return "
         "'exit code N' followed by its combined stdout and stderr. Each call is a fresh shell: "

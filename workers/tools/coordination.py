@@ -23,6 +23,7 @@ from shared.db import session_scope, survives_restarts
 from shared.errors import InvalidInput
 from shared.project_config import MemoryConfig
 from shared.schemas import EventOut, MemoryEntryOut, MemoryValueOut
+from shared.tool_names import MEMORY_READ, MEMORY_SEARCH, MEMORY_WRITE, SEND_MESSAGE
 from workers.tools.base import ToolArgs, ToolResult, describe, error, input_schema
 
 PREVIEW_CHARS = 300
@@ -103,7 +104,7 @@ class MemoryWriteArgs(ToolArgs):
 
 
 class MemoryWriteTool(CoordinationTool[MemoryWriteArgs]):
-    name = "memory_write"
+    name = MEMORY_WRITE
     description = (
         "Keep a note in the project's memory bank under a key, for later iterations and other agents "
         "(subagents, parallel siblings). Read the key first when it may exist: a write that did not see "
@@ -146,7 +147,7 @@ def _entry_text(entry: MemoryEntryOut) -> str:
 
 
 class MemoryReadTool(CoordinationTool[MemoryReadArgs]):
-    name = "memory_read"
+    name = MEMORY_READ
     description = (
         "Read a key of the project's memory bank: its value with who wrote it (agent, iteration). "
         "When writers did not see each other's values the key is in conflict and every value is "
@@ -172,7 +173,7 @@ class MemorySearchArgs(ToolArgs):
 
 
 class MemorySearchTool(CoordinationTool[MemorySearchArgs]):
-    name = "memory_search"
+    name = MEMORY_SEARCH
     description = (
         "Search the project's memory bank by full text (words are stemmed), best match first; each "
         "result shows the key, its writer and the start of its value. Read a key with memory_read "
@@ -201,7 +202,7 @@ class SendMessageArgs(ToolArgs):
 
 
 class SendMessageTool(CoordinationTool[SendMessageArgs]):
-    name = "send_message"
+    name = SEND_MESSAGE
     description = (
         "Send a message to another agent of the project: your parent, an agent by its id (e.g. a "
         "subagent you spawned), or broadcast to all. Each recipient reads it at the start of its next "

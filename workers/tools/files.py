@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from shared.tool_names import EDIT, READ, WRITE
 from workers.sandbox.base import Sandbox
 from workers.tools.base import Tool, ToolArgs, ToolResult, WorkspacePath, error
 
@@ -30,7 +31,7 @@ class ReadArgs(ToolArgs):
 
 
 class ReadTool(Tool[ReadArgs]):
-    name = "read"
+    name = READ
     description = (
         "Read a UTF-8 text file of the workspace. Returns its lines numbered like `cat -n` "
         "(line number, a tab, the text), counting from 1. start_line and end_line (inclusive) "
@@ -80,7 +81,7 @@ class WriteArgs(ToolArgs):
 
 
 class WriteTool(Tool[WriteArgs]):
-    name = "write"
+    name = WRITE
     description = (
         "Create a file of the workspace, or replace all of its contents, with exactly `content` "
         "(written as UTF-8). Missing parent directories are created. Returns the number of bytes "
@@ -101,7 +102,7 @@ class EditArgs(ToolArgs):
 
 
 class EditTool(Tool[EditArgs]):
-    name = "edit"
+    name = EDIT
     description = (
         "Replace one exact occurrence of old_text with new_text in a UTF-8 file of the workspace. "
         "old_text must match the file exactly, whitespace and indentation included, and must "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from shared.tool_names import GLOB, GREP
 from workers.sandbox.base import Sandbox
 from workers.sandbox.helper import GLOB_LIMIT
 from workers.tools.base import Tool, ToolArgs, ToolResult, error
@@ -14,7 +15,7 @@ class GlobArgs(ToolArgs):
 
 
 class GlobTool(Tool[GlobArgs]):
-    name = "glob"
+    name = GLOB
     description = (
         "List the paths of the workspace that match a glob pattern, sorted, relative to the "
         "workspace root, one per line. `*` and `?` match within one path segment, `[abc]` is a "
@@ -43,7 +44,7 @@ class GrepArgs(ToolArgs):
 
 
 class GrepTool(Tool[GrepArgs]):
-    name = "grep"
+    name = GREP
     description = (
         "Search file contents with ripgrep. `pattern` is a regular expression (Rust regex "
         "syntax); `path` is the file or directory to search (default: the workspace root); "

@@ -7,14 +7,14 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from orchestrator.delivery.forges.base import Forge, ForgeError, PullRequest
+from orchestrator.delivery.forges.base import Forge, PullRequest
 from orchestrator.delivery.forges.github import GitHub
 from orchestrator.delivery.forges.gitlab import GitLab
 from orchestrator.remotes.clone import parse_remote
 from shared.errors import InvalidInput
 from shared.project_config import DeliveryConfig
 
-__all__ = ["Forge", "ForgeError", "PullRequest", "forge_for", "repo_path"]
+__all__ = ["Forge", "PullRequest", "forge_for", "repo_path"]
 
 
 def repo_path(remote_url: str) -> str:

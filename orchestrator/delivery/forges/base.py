@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
+from pydantic import BaseModel, Field
+
+from orchestrator.scheduling.pr_events import LOG_TAIL_CHARS, PrEvent
+from shared.errors import ForgeError
 
 RATE_LIMIT_RETRIES = 3
 MAX_WAIT_S = 30.0
@@ -25,13 +29,22 @@ class PullRequest:
     draft: bool
 
 
-class ForgeError(Exception):
-    """The forge refused a request: its status and its own message."""
+#: What the service writes on a pull request carries this (a hidden HTML comment): the poller
+#: never reads its own round comments and replies back as a reviewer's feedback.
+OWN_MARKER = "<!-- raas:"
 
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"{status}: {message}")
-        self.status = status
-        self.message = message
+
+class PollState(BaseModel):
+    """What the poller remembers of one pull request between passes (``pr_follows.poll_state``)."""
+
+    #: The ETag of each path's last answer: asked again with ``If-None-Match``, an unchanged one
+    #: is a 304 with no body (not counted against the rate limit by GitHub).
+    etags: dict[str, str] = Field(default_factory=dict)
+    head: str | None = None
+    #: Failed checks already reported (their logs are fetched once).
+    seen: list[str] = Field(default_factory=list)
+    #: GitLab: the newest merge-request note read.
+    notes_after: int = 0
 
 
 class Forge(Protocol):
@@ -56,7 +69,33 @@ class Forge(Protocol):
 
     def comment(self, pull_request: PullRequest, body: str) -> None: ...
 
+    # What the PR feedback loop reads and writes on a followed pull request.
+
+    def poll(self, number: int, state: PollState, *, reviews: bool) -> list[PrEvent]:
+        """The pull request's news since ``state`` (updated in place): merged or closed, its head's
+        failed checks (with their log's tail), and (``reviews``) reviews that ask for changes or
+        comment. Unchanged answers cost a 304 each."""
+        ...
+
+    def own_replies(self, number: int) -> list[str]:
+        """The bodies of the replies we posted on review comments (looked up before replying:
+        each carries its marker)."""
+        ...
+
+    def reply(self, number: int, comment_id: str, body: str) -> None:
+        """Answer a review comment in its thread (GitHub) or its discussion (GitLab)."""
+        ...
+
     def close(self) -> None: ...
+
+
+def tail(text: str) -> str:
+    """The end of a job's log, cut to LOG_TAIL_CHARS (what reaches the prompt, quoted)."""
+    return text[-LOG_TAIL_CHARS:]
+
+
+def own(body: str | None) -> bool:
+    return OWN_MARKER in (body or "")
 
 
 def _wait_s(response: httpx.Response) -> float | None:
@@ -113,6 +152,27 @@ class RestClient:
         self._http.close()
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._send(method, path, **kwargs)
+        return response.json() if response.content else None
+
+    def get_if_changed(self, path: str, state: PollState, etags: dict[str, str], **kwargs: Any) -> Any:
+        """GET ``path`` with the ETag ``state`` holds for it: None when unchanged (a 304), else the
+        answer. The answer's ETag goes into ``etags`` (the next pass's) either way."""
+        known = state.etags.get(path)
+        headers = {"If-None-Match": known} if known else {}
+        response = self._send("GET", path, headers=headers, **kwargs)
+        etag = response.headers.get("etag") or (known if response.status_code == 304 else None)
+        if etag:
+            etags[path] = etag
+        if response.status_code == 304:
+            return None
+        return response.json() if response.content else None
+
+    def get_text(self, path: str) -> str:
+        """A plain-text answer (a job's log), following a redirect to where it is stored."""
+        return self._send("GET", path, follow_redirects=True).text
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         for attempt in range(RATE_LIMIT_RETRIES + 1):
             try:
                 response = self._http.request(method, path, **kwargs)
@@ -124,5 +184,5 @@ class RestClient:
                 continue
             if response.status_code >= 400:
                 raise ForgeError(response.status_code, forge_message(response))
-            return response.json() if response.content else None
+            return response
         raise AssertionError  # the loop returns or raises

@@ -3,15 +3,39 @@ and "Contents: write" on the repository, or a classic token with ``repo``).
 
 REST cannot turn a draft into a pull request ready for review (only GraphQL's
 ``markPullRequestReadyForReview`` can): a draft stays one, and the delivery says so in its comment.
+
+The feedback loop's poller reads (each with ``If-None-Match``): the pull request (its state and
+head), the head's check runs (a failed GitHub Actions run's job log, else the run's output) and
+commit statuses (the newest of each context), the reviews and, when they changed, the review
+comments; replies go to a review comment's thread. Every failed check counts as required: REST
+tells which are required only to a token that may read branch protection.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Literal
 
 import httpx
 
-from orchestrator.delivery.forges.base import PullRequest, RestClient
+from orchestrator.delivery.forges.base import PollState, PullRequest, RestClient, own, tail
+from orchestrator.scheduling.pr_events import (
+    CheckFailed,
+    Closed,
+    Merged,
+    PrEvent,
+    ReviewComment,
+    ReviewSubmitted,
+)
+from shared.errors import ForgeError
+
+FAILED_CHECKS = ("failure", "timed_out", "action_required")
+FAILED_STATUSES = ("failure", "error")
+REVIEW_STATES: dict[str, Literal["changes_requested", "commented", "approved"]] = {
+    "CHANGES_REQUESTED": "changes_requested",
+    "COMMENTED": "commented",
+    "APPROVED": "approved",
+}
 
 
 def _pull_request(data: dict[str, Any]) -> PullRequest:
@@ -61,3 +85,112 @@ class GitHub:
 
     def comment(self, pull_request: PullRequest, body: str) -> None:
         self._rest.request("POST", f"{self._repo}/issues/{pull_request.number}/comments", json={"body": body})
+
+    # -- the feedback loop ---------------------------------------------------------------------
+
+    def poll(self, number: int, state: PollState, *, reviews: bool) -> list[PrEvent]:
+        etags: dict[str, str] = {}
+        pull = self._rest.get_if_changed(f"{self._repo}/pulls/{number}", state, etags)
+        if pull is not None:
+            if pull.get("merged"):
+                return [Merged(merge_sha=pull.get("merge_commit_sha"))]
+            if pull.get("state") == "closed":
+                return [Closed()]
+            state.head = (pull.get("head") or {}).get("sha") or state.head
+        found: list[PrEvent] = []
+        if state.head:
+            found += self._failed_checks(state, etags)
+        if reviews:
+            found += self._reviews(number, state, etags)
+        state.etags = etags
+        return found
+
+    def _failed_checks(self, state: PollState, etags: dict[str, str]) -> list[CheckFailed]:
+        found: list[CheckFailed] = []
+        runs = self._rest.get_if_changed(f"{self._repo}/commits/{state.head}/check-runs", state, etags)
+        for run in (runs or {}).get("check_runs", []):
+            if run.get("conclusion") in FAILED_CHECKS:
+                found.append(self._check(run, state))
+        statuses = self._rest.get_if_changed(f"{self._repo}/commits/{state.head}/statuses", state, etags)
+        newest: dict[str, dict[str, Any]] = {}
+        for status in statuses or []:  # newest first
+            newest.setdefault(str(status.get("context")), status)
+        for context, status in newest.items():
+            if status.get("state") in FAILED_STATUSES:
+                found.append(
+                    CheckFailed(
+                        name=context[:300],
+                        run_id=f"status:{status['id']}",
+                        head_sha=state.head,
+                        log_tail=tail(str(status.get("description") or "")),
+                        url=status.get("target_url"),
+                    )
+                )
+        return found
+
+    def _check(self, run: dict[str, Any], state: PollState) -> CheckFailed:
+        key = f"check:{run['id']}"
+        output = run.get("output") or {}
+        log = "\n".join(str(output.get(k) or "") for k in ("title", "summary", "text")).strip()
+        if key not in state.seen and (run.get("app") or {}).get("slug") == "github-actions":
+            # the job's log (a redirect to where it is stored); the run's output when it is gone
+            with contextlib.suppress(ForgeError):
+                log = self._rest.get_text(f"{self._repo}/actions/jobs/{run['id']}/logs")
+        if key not in state.seen:
+            state.seen.append(key)
+        return CheckFailed(
+            name=str(run.get("name"))[:300],
+            run_id=str(run["id"]),
+            head_sha=run.get("head_sha"),
+            log_tail=tail(log),
+            url=run.get("html_url"),
+        )
+
+    def _reviews(self, number: int, state: PollState, etags: dict[str, str]) -> list[ReviewSubmitted]:
+        listed = self._rest.get_if_changed(f"{self._repo}/pulls/{number}/reviews", state, etags)
+        if listed is None:
+            return []
+        comments = self._review_comments(number)
+        found = []
+        for review in listed:
+            kind = REVIEW_STATES.get(str(review.get("state")))
+            if kind is None or own(review.get("body")):
+                continue
+            mine = [
+                ReviewComment(
+                    id=str(c.get("in_reply_to_id") or c["id"]),  # a reply goes to its thread's first comment
+                    path=c.get("path"),
+                    line=c.get("line") or c.get("original_line"),
+                    body=str(c.get("body") or ""),
+                    author=(c.get("user") or {}).get("login"),
+                )
+                for c in comments
+                if c.get("pull_request_review_id") == review["id"] and not own(c.get("body"))
+            ]
+            if not mine and not review.get("body") and kind != "changes_requested":
+                continue  # a thread's reply of ours, or an empty approval
+            found.append(
+                ReviewSubmitted(
+                    review_id=str(review["id"]),
+                    state=kind,
+                    body=str(review.get("body") or ""),
+                    author=(review.get("user") or {}).get("login"),
+                    comments=mine,
+                )
+            )
+        return found
+
+    def own_replies(self, number: int) -> list[str]:
+        return [
+            str(c.get("body"))
+            for c in self._review_comments(number)
+            if c.get("in_reply_to_id") and own(c.get("body"))
+        ]
+
+    def _review_comments(self, number: int) -> list[dict[str, Any]]:
+        path = f"{self._repo}/pulls/{number}/comments"
+        return list(self._rest.request("GET", path, params={"per_page": 100}) or [])
+
+    def reply(self, number: int, comment_id: str, body: str) -> None:
+        path = f"{self._repo}/pulls/{number}/comments/{comment_id}/replies"
+        self._rest.request("POST", path, json={"body": body})

@@ -1,0 +1,12 @@
+"""Interval arithmetic."""
+
+
+def merge(intervals):
+    """Merge overlapping closed intervals; the result is sorted by start."""
+    result = []
+    for start, end in intervals:
+        if result and start < result[-1][1]:
+            result[-1] = (result[-1][0], end)
+        else:
+            result.append((start, end))
+    return result

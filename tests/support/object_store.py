@@ -1,0 +1,96 @@
+"""A real S3 API server of one run's own (moto in server mode) on a free loopback port.
+
+The workspace store's tests and benchmark talk to it over HTTP through boto3, exactly as a
+coordinator talks to S3, MinIO or R2; only the server is a stand-in. ``AWS_*`` variables with
+throwaway credentials are what boto3 (in this process and in the ones it starts) signs with.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "raas-test",
+    "AWS_SECRET_ACCESS_KEY": "raas-test-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@dataclass(frozen=True)
+class ObjectStoreServer:
+    endpoint: str
+    proc: subprocess.Popen[bytes]
+
+    def client(self) -> Any:
+        return boto3.client("s3", endpoint_url=self.endpoint, **_boto_credentials())
+
+    def make_bucket(self, name: str) -> str:
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def keys(self, bucket: str) -> list[str]:
+        answer = self.client().list_objects_v2(Bucket=bucket)
+        return sorted(item["Key"] for item in answer.get("Contents", []))
+
+    def env(self, bucket: str, prefix: str = "workspaces") -> dict[str, str]:
+        """The variables that point a coordinator (or a Settings object) at ``bucket``."""
+        return {
+            **CREDENTIALS,
+            "RAAS_WORKSPACE_STORE": f"s3://{bucket}/{prefix}",
+            "RAAS_S3_ENDPOINT_URL": self.endpoint,
+        }
+
+
+def _boto_credentials() -> dict[str, str]:
+    return {
+        "aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        "region_name": CREDENTIALS["AWS_DEFAULT_REGION"],
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def moto_server(start_within_s: float = 30.0) -> Iterator[ObjectStoreServer]:
+    """``moto_server`` on 127.0.0.1 while the block runs (its objects live in its memory: stopping
+    it loses them, as a wiped bucket would)."""
+    os.environ.update(CREDENTIALS)
+    port = free_port()
+    binary = Path(sys.executable).with_name("moto_server")
+    proc = subprocess.Popen(
+        [str(binary), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + start_within_s
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                msg = (
+                    f"moto_server on port {port} did not start (pip install 'moto[server]': scripts/setup.sh)"
+                )
+                raise RuntimeError(msg)
+            time.sleep(0.05)
+        yield ObjectStoreServer(f"http://127.0.0.1:{port}", proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
