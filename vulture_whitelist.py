@@ -244,6 +244,7 @@ show_eval  # route (orchestrator/api/evals.py)
 eval_verify  # Celery task raas.eval_verify (workers/evaluation.py), sent by name
 test_exit_code  # column (shared/models/evals.py EvalAttempt), written by workers/evaluation.py
 test_output_tail  # column (shared/models/evals.py EvalAttempt), written by workers/evaluation.py
+claimed_at  # column (shared/models/evals.py EvalAttempt): when a driver claimed it, written by orchestrator/evals/driver.py for the record
 evals_page  # route (orchestrator/dashboard/evals.py)
 eval_page  # route (orchestrator/dashboard/evals.py)
 eval_attempts  # route (orchestrator/api/evals.py)

@@ -10,8 +10,10 @@ for the pass):
    to a worker (``raas.eval_verify``, which writes the outcome); a test not answered within the
    task's time limit (plus a margin) is sent again — the worker's write is conditional;
 2. a project made but not started (a crash between the link and the start) is started;
-3. a claim whose project was never linked (a crash inside the start) goes back to PENDING: the
-   orphan project never ran, so nothing was charged;
+3. a claim whose project was never linked (a crash inside the start) goes back to PENDING at
+   once: the pass holds the run's row, so no live driver is inside that start. An attempt's
+   project has the attempt's id, so the restart links the project the crash left (made, never
+   started, nothing charged) instead of making a second one;
 4. pending attempts start, up to the run's concurrency and within its tenant's projects per
    hour (the limit ``raas submit`` has), while the eval-wide budget can hold their caps:
    committed = frozen costs of finished attempts + caps of running ones, so the run never
@@ -92,8 +94,6 @@ _ENDS = tuple(
         events.ITERATION_ERROR,
     )
 )
-# A STARTING claim older than this lost its driver mid-start.
-STALE_CLAIM = timedelta(minutes=5)
 # Beyond the task's time limit, how long a hidden test may take before it is sent again.
 TEST_MARGIN = timedelta(minutes=5)
 # Beyond the task's time limit (the breaker's wall clock stops it first), when the driver stops it.
@@ -254,7 +254,7 @@ class EvalDriver:
                 self._watch(attempt, task, now, report)
             elif attempt.state == AttemptState.TESTING:
                 self._retest(attempt, task, now, report)
-            elif attempt.state == AttemptState.STARTING and _stale(attempt.claimed_at, now):
+            elif attempt.state == AttemptState.STARTING:  # its driver died inside the start
                 _move(attempt.id, AttemptState.STARTING, state=AttemptState.PENDING, claimed_at=None)
         self._start_pending(run, tasks, configs, now, report)
         self._settle_run(run, now)
@@ -373,6 +373,11 @@ class EvalDriver:
         now: datetime,
     ) -> None:
         name = f"eval {run.id} {run.suite_name}/{task['id']} {config.name} #{attempt.attempt}"
+        with session_scope() as session:
+            made = session.get(Project, attempt.id) is not None  # by a driver that died before the link
+        if made:
+            self._link(attempt.id, attempt.id, now)
+            return
         with tempfile.TemporaryDirectory(prefix="raas-eval-project-") as tmp:
             root = Path(tmp) / "project"
             shutil.copytree(suite_dir / task["path"] / "workspace", root, symlinks=True)
@@ -391,6 +396,7 @@ class EvalDriver:
                     tenant_id=run.tenant_id,
                     network_allowed=self.settings.sandbox_network_allowed,
                     settings=self.settings,
+                    project_id=attempt.id,
                 )
             except RaasError as exc:  # the configuration cannot run here (a harness not installed...)
                 _move(
@@ -402,14 +408,17 @@ class EvalDriver:
                     finished_at=now,
                 )
                 return
+        self._link(attempt.id, project.id, now)
+
+    def _link(self, attempt_id: str, project_id: str, now: datetime) -> None:
         if _move(
-            attempt.id,
+            attempt_id,
             AttemptState.STARTING,
             state=AttemptState.RUNNING,
-            project_id=project.id,
+            project_id=project_id,
             started_at=now,
         ):
-            self._start_project(attempt.id, project.id)
+            self._start_project(attempt_id, project_id)
 
     def _start_project(self, attempt_id: str, project_id: str) -> None:
         try:
@@ -461,10 +470,6 @@ def _tenant_quota(tenant_id: str | None, now: datetime) -> int | None:
         if limit is None:
             return None
         return max(0, limit - submission.projects_this_hour(session, tenant_id, now))
-
-
-def _stale(claimed_at: datetime | None, now: datetime) -> bool:
-    return claimed_at is not None and claimed_at < now - STALE_CLAIM
 
 
 def _move(attempt_id: str, from_state: AttemptState, **values: Any) -> bool:

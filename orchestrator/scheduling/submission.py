@@ -134,8 +134,13 @@ def create_project(
     repo: str | None = None,
     ref: str | None = None,
     settings: Settings | None = None,
+    project_id: str | None = None,
 ) -> ProjectOut:
     """Validate an uploaded project, create its workspace repository and its row.
+
+    ``project_id``: the id to give it (the eval driver's, one per attempt, so a start cut by a
+    crash is made once); a workspace left under that id by a crash before the row was written is
+    replaced. Without it, a new id.
 
     With ``repo`` (or ``[source] repo`` in the uploaded raas.toml) the workspace is that
     repository's branch and the upload holds at most PROMPT.md and raas.toml, each taken from the
@@ -159,7 +164,7 @@ def create_project(
         for service_file in (PROMPT_FILE, CONFIG_FILE):
             (root / service_file).unlink(missing_ok=True)
         project = Project(
-            id=new_id(),
+            id=project_id or new_id(),
             tenant_id=tenant_id,
             name=config.name or name or "project",
             prompt=prompt,
@@ -170,6 +175,8 @@ def create_project(
         if source is not None:
             project.source_repo, project.source_ref = source.remote.url, source.ref
             project.source_commit = source.commit
+        if project_id is not None:
+            store.discard(project_id)  # no row holds it: what is there is a cut-off creation's
         with store.write(project.id) as bare:
             sha = (
                 workspace.create_repo(bare, root)

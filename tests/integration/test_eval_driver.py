@@ -9,7 +9,6 @@ import io
 import secrets
 import tarfile
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from sqlalchemy import select, update
 
 from orchestrator.api.tenants import authenticate, create_tenant
 from orchestrator.evals import store
-from orchestrator.evals.driver import STALE_CLAIM, EvalDriver
+from orchestrator.evals.driver import EvalDriver
 from orchestrator.scheduling import advance, lifecycle
 from shared.db import session_scope
 from shared.events import NullBus
@@ -119,18 +118,19 @@ def test_attempts_start_within_the_tenants_projects_per_hour_and_the_runs_concur
 def test_a_start_cut_by_a_crash_resumes_and_an_ended_project_is_tested_once(
     settings: Settings, tmp_path: Path
 ) -> None:
-    # Given: a run of 4 attempts, one at a time, whose first attempt was claimed by a driver that
-    # died before it linked a project (its claim is old), and nothing else started.
+    # Given: a run of 4 attempts, one at a time, whose first attempt was claimed a moment ago by a
+    # driver that died before it made a project, and nothing else started.
     run = store.create_run(_upload(tmp_path, concurrency=1), None, settings)
     with session_scope() as session:
         session.execute(
             update(EvalAttempt)
             .where(EvalAttempt.run_id == run.id, EvalAttempt.task_key == "broken-env")
-            .values(state=AttemptState.STARTING, claimed_at=utcnow() - STALE_CLAIM - timedelta(seconds=1))
+            .values(state=AttemptState.STARTING, claimed_at=utcnow())
         )
     dispatcher, verifier = RecordingDispatcher(), RecordingVerifier()
     driver = EvalDriver(settings, dispatcher, NullBus(), verifier)
-    # When: the next driver passes: the stale claim is pending again and started, one project.
+    # When: the next driver passes (it holds the run, so no live driver is inside that start): the
+    # claim is pending again and started at once, one project.
     driver.run_once()
     assert _states(run.id)["broken-env"] == AttemptState.RUNNING
     with session_scope() as session:
@@ -202,3 +202,27 @@ def test_an_attempt_whose_model_failed_after_retries_is_an_infra_failure_with_it
     }
     ours = _ids(run.id)
     assert sorted(a for a in verifier.sent if a in ours) == sorted(ours)  # (the session's other runs too)
+
+
+def test_a_start_cut_after_its_project_was_made_links_that_project_and_makes_no_second(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # Given: a run whose first attempt's project was made, and the driver died before the link
+    # (the attempt is STARTING again, with no project; the project exists, never started).
+    run = store.create_run(_upload(tmp_path, concurrency=1), None, settings)
+    dispatcher, verifier = RecordingDispatcher(), RecordingVerifier()
+    EvalDriver(settings, dispatcher, NullBus(), verifier).run_once()
+    with session_scope() as session:
+        attempt = session.scalars(
+            select(EvalAttempt).where(EvalAttempt.run_id == run.id, EvalAttempt.state == AttemptState.RUNNING)
+        ).one()
+        attempt_id, made = attempt.id, attempt.project_id
+        attempt.state, attempt.project_id, attempt.started_at = AttemptState.STARTING, None, None
+    # When: a new driver (a restarted coordinator) passes.
+    EvalDriver(settings, dispatcher, NullBus(), verifier).run_once()
+    # Then: the attempt runs the project that was made, and the run has one project for it.
+    with session_scope() as session:
+        linked = session.get_one(EvalAttempt, attempt_id)
+        assert (linked.state, linked.project_id) == (AttemptState.RUNNING, made)
+        projects = session.scalars(select(Project.id).where(Project.name.startswith(f"eval {run.id} "))).all()
+    assert projects == [made]
