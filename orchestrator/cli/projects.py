@@ -29,10 +29,10 @@ from shared.event_payloads import (
     payload,
 )
 from shared.events import TERMINAL_EVENTS
+from shared.llm_retry import retry_line
 from shared.models import PauseReason, ProjectStatus
 from shared.models.projects import reason_line
 from shared.schemas import EventOut, MemorySizeOut
-from workers.llm.retry import retry_line
 
 
 @app.command(rich_help_panel=PROJECTS)

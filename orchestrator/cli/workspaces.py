@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli import ADMIN, JsonFlag, app, out, print_json
-from orchestrator.workspaces.migrate import migrate_workspaces
 from shared.settings import get_settings
 
 
@@ -26,6 +25,8 @@ def migrate_workspaces_command(
 
     Safe to run again: workspaces already in the store are left as they are.
     """
+    from orchestrator.workspaces.migrate import migrate_workspaces  # boto3: only this command needs it
+
     moved = migrate_workspaces(get_settings(), source)
     if as_json:
         print_json({"uploaded": moved.uploaded, "already_in_store": moved.already})

@@ -36,9 +36,9 @@ from shared.event_payloads import (
     ToolExecuted,
     payload,
 )
+from shared.llm_retry import retry_line
 from shared.project_config import ProjectConfig
 from shared.schemas import AgentOut, EventOut, ProjectDetail
-from workers.llm.retry import retry_line
 
 log = logging.getLogger(__name__)
 SNAPSHOT_EVERY_S = 0.5

@@ -18,11 +18,11 @@ import threading
 
 from orchestrator.workspaces.base import WorkspaceStore
 from orchestrator.workspaces.local import LocalStore
-from orchestrator.workspaces.objects import Bucket
-from orchestrator.workspaces.s3 import S3Store
 from shared.settings import Settings
 
-__all__ = ["LocalStore", "S3Store", "WorkspaceStore", "check_store", "get_store"]
+# The S3 store (orchestrator.workspaces.s3, .objects) is imported where one is made: boto3 takes
+# a third of a second to import, on every `raas` command and every process that never uses it.
+__all__ = ["LocalStore", "WorkspaceStore", "check_store", "get_store"]
 
 _stores: dict[tuple[str | None, str | None, str, str], WorkspaceStore] = {}
 _making = threading.Lock()
@@ -43,6 +43,9 @@ def get_store(settings: Settings) -> WorkspaceStore:
 def _make(settings: Settings) -> WorkspaceStore:
     if not settings.workspace_store:
         return LocalStore(settings.workspaces_dir())
+    from orchestrator.workspaces.objects import Bucket
+    from orchestrator.workspaces.s3 import S3Store
+
     return S3Store(Bucket.from_settings(settings), settings.workspace_cache_dir(), settings.database_url)
 
 
@@ -55,4 +58,6 @@ def check_store(settings: Settings) -> None:
         InvalidInput: the bucket is missing, access is refused, or the URL is not s3://bucket/prefix.
     """
     if settings.workspace_store:
+        from orchestrator.workspaces.objects import Bucket
+
         Bucket.from_settings(settings, timeout_s=5.0).check()

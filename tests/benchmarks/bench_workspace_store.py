@@ -25,8 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.scheduling import workspace
-from orchestrator.workspaces import LocalStore, S3Store, WorkspaceStore
+from orchestrator.workspaces import LocalStore, WorkspaceStore
 from orchestrator.workspaces.objects import Bucket, Location
+from orchestrator.workspaces.s3 import S3Store
 from shared.git import RESULT_REF, commit_all, git
 from shared.models import new_id
 from tests.benchmarks import rig

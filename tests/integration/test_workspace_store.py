@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.scheduling import workspace
-from orchestrator.workspaces import LocalStore, S3Store, check_store
+from orchestrator.workspaces import LocalStore, check_store
 from orchestrator.workspaces.objects import Bucket, Location
+from orchestrator.workspaces.s3 import S3Store
 from shared.db import session_scope
 from shared.errors import Conflict, InvalidInput, ServiceUnavailable
 from shared.git import RESULT_REF, commit_all, git

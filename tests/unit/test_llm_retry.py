@@ -6,7 +6,8 @@ import anthropic
 import httpx
 import pytest
 
-from workers.llm.retry import Cause, IncompleteReply, RetryPolicy, cause, retry_line
+from shared.llm_retry import Cause, retry_line
+from workers.llm.retry import IncompleteReply, RetryPolicy, cause
 
 pytestmark = pytest.mark.unit
 REQUEST = httpx.Request("POST", "http://model.invalid/v1/messages")

@@ -9,7 +9,8 @@ A call's retries have a budget in count and in time (:class:`RetryPolicy`): at m
 and no wait that would end more than ``RAAS_LLM_RETRY_BUDGET_S`` (60 s) after the call's first
 failure. So a model that stays unreachable fails the iteration in about a minute and the circuit
 breaker opens in minutes, not after ten minutes of silence; every retry says why in an
-``llm_retry`` event (:class:`Cause`, in words by :func:`retry_line`).
+``llm_retry`` event (:class:`shared.llm_retry.Cause`, in words by
+:func:`shared.llm_retry.retry_line`).
 """
 
 from __future__ import annotations
@@ -20,39 +21,14 @@ from enum import Enum
 
 import anthropic
 
+from shared.llm_retry import Cause, cause_words
+
 
 class Failure(str, Enum):
     RETRY = "retry"
     CONTEXT_TOO_LONG = "context_too_long"
     API_KEY = "api_key"
     FATAL = "fatal"
-
-
-class Cause(str, Enum):
-    """Why a model call was tried again: the ``llm_retry`` event's ``reason``, for people."""
-
-    UNREACHABLE = "unreachable"  # no connection, or it dropped
-    TIMED_OUT = "timed_out"
-    RATE_LIMITED = "rate_limited"
-    OVERLOADED = "overloaded"
-    SERVER_ERROR = "server_error"
-    INCOMPLETE = "incomplete"  # the stream ended without a stop reason
-    CONTEXT_TOO_LONG = "context_too_long"  # retried at once with the conversation truncated
-    MAX_TOKENS = "max_tokens"  # a reply with tool calls cut off: retried with a larger limit
-    HARNESS = "api_retry"  # an agent CLI retrying a call through the gateway, as it reports it
-
-
-_WORDS: dict[str, str] = {
-    Cause.UNREACHABLE: "model unreachable",
-    Cause.TIMED_OUT: "model call timed out",
-    Cause.RATE_LIMITED: "rate limited by the model API",
-    Cause.OVERLOADED: "model overloaded",
-    Cause.SERVER_ERROR: "model API error",
-    Cause.INCOMPLETE: "reply ended early",
-    Cause.CONTEXT_TOO_LONG: "prompt too long, truncated",
-    Cause.MAX_TOKENS: "reply cut off at max_tokens",
-    Cause.HARNESS: "model call failed",
-}
 
 
 class IncompleteReply(Exception):
@@ -109,15 +85,6 @@ def cause(exc: BaseException) -> Cause:
     return Cause.SERVER_ERROR
 
 
-def retry_line(reason: str, attempt: int | None, delay_s: float | None) -> str:
-    """An ``llm_retry`` event as people read it: ``model unreachable, retry 3 in 4 s``."""
-    words = _WORDS.get(reason) or reason.replace("_", " ")
-    if attempt is None:
-        return f"{words}, retrying"
-    wait = f" in {delay_s:.1f}".removesuffix(".0") + " s" if delay_s is not None else ""
-    return f"{words}, retry {attempt}{wait}"
-
-
 def retry_after_s(exc: BaseException) -> float | None:
     """The server's ``retry-after`` in seconds, if it sent one."""
     response = getattr(exc, "response", None)
@@ -164,4 +131,4 @@ class RetryPolicy:
             else f"a retry budget of {self.budget_s:g} s, RAAS_LLM_RETRY_BUDGET_S"
         )
         tried = f"after {attempts} attempts, retried for {retrying_for_s:.0f} s ({limit})"
-        return f"{_WORDS[cause(failure)]}: LLM call failed {tried}"
+        return f"{cause_words(cause(failure))}: LLM call failed {tried}"
