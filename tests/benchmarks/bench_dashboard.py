@@ -38,7 +38,8 @@ from sqlalchemy.dialects import postgresql
 
 from tests.benchmarks import raw, rig
 from tests.benchmarks.table import Check, Figure, Table
-from tests.support.stack import free_port, wait_http
+from tests.support.loopback import free_port
+from tests.support.stack import wait_http
 
 RAW_CHANNEL = "bench:dashboard:raw"
 

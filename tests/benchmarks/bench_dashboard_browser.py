@@ -26,7 +26,8 @@ from typing import Any
 from tests.benchmarks import rig
 from tests.benchmarks.bench_dashboard import _serve
 from tests.benchmarks.table import Check, Figure, Table
-from tests.support.stack import free_port, wait_http
+from tests.support.loopback import free_port
+from tests.support.stack import wait_http
 
 QUIET_MS = 1000.0
 CLICK_GOAL_MS = 300.0

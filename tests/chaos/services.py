@@ -17,26 +17,24 @@ server of its own, both on free loopback ports (the fault tests' :class:`Private
   container on the machine stops with it: only when the soak runs alone.
 
 With ``store="s3"`` the workspaces live in an S3 API server (``moto_server``) reached through a
-loopback TCP gate (:class:`TcpGate`) whose outage is the object store's fault (moto keeps its
-objects in memory, so restarting it would be losing a durable store, which no real one does).
+loopback TCP proxy (:class:`tests.support.proxies.TcpProxy`) whose cut is the object store's
+fault (moto keeps its objects in memory, so restarting it would be losing a durable store,
+which no real one does).
 With ``replicas=2`` two coordinators run behind HAProxy (:mod:`tests.support.replicas`), which
 the clients and workers use.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from shared.settings import get_settings
 from tests.support.faults import (
@@ -46,82 +44,14 @@ from tests.support.faults import (
     PrivateRedis,
     wait_until,
 )
+from tests.support.loopback import free_port
+from tests.support.proxies import TcpProxy
 from tests.support.replicas import Haproxy
-from tests.support.stack import free_port, wait_http
+from tests.support.stack import wait_http
 
 DOCKERD_PIDFILE = Path("/var/run/docker.pid")
 DOCKERD_LOG = Path("/var/log/raas-dockerd.log")  # where scripts/setup.sh starts it
 S3_BUCKET = "raas-chaos"
-
-
-class TcpGate:
-    """A loopback TCP port forwarding to another, which can be shut (connects refused, open
-    connections aborted) and opened again: an outage of the service behind it."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.port = free_port()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="tcp-gate", daemon=True)
-        self._server: asyncio.AbstractServer | None = None
-        self._open: set[asyncio.StreamWriter] = set()
-        self._thread.start()
-        self.open()
-
-    def _submit(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=10)
-
-    def open(self) -> None:
-        self._server = self._submit(asyncio.start_server(self._handle, "127.0.0.1", self.port))
-
-    def shut(self) -> None:
-        self._submit(self._shut())
-
-    async def _shut(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        for writer in list(self._open):
-            writer.transport.abort()
-        self._open.clear()
-
-    def close(self) -> None:
-        self.shut()
-        self._submit(self._cancel_pipes())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
-        self._loop.close()
-
-    async def _cancel_pipes(self) -> None:
-        tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._open.update((writer, up_writer))
-        try:
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-        finally:
-            for end in (writer, up_writer):
-                self._open.discard(end)
-                end.transport.abort()
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-    except (ConnectionError, OSError, RuntimeError):
-        writer.transport.abort()
 
 
 @dataclass
@@ -214,7 +144,7 @@ class Services:
     redis: PrivateRedis | None = None
     docker_proxy: DockerSocketProxy | None = None
     dockerd: PrivateDockerd | None = None
-    s3_gate: TcpGate | None = None
+    s3_gate: TcpProxy | None = None
     coordinator_ports: list[int] = field(default_factory=list)
     balancer: Haproxy | None = None
     balancer_port: int | None = None
@@ -264,7 +194,7 @@ class Services:
                 )  # fmt: skip
             )
         wait_http(f"http://127.0.0.1:{port}/moto-api/")
-        self.s3_gate = TcpGate(port)
+        self.s3_gate = TcpProxy(port)
         import boto3  # only the s3 store needs it
 
         boto3.client("s3", endpoint_url=self.s3_endpoint, **_S3_CREDENTIALS).create_bucket(Bucket=S3_BUCKET)
@@ -342,9 +272,9 @@ class Services:
 
     def break_store(self, down_s: float) -> None:
         assert self.s3_gate is not None
-        self.s3_gate.shut()
+        self.s3_gate.cut()
         time.sleep(down_s)
-        self.s3_gate.open()
+        self.s3_gate.restore()
 
     def stop(self) -> None:
         if self.balancer is not None:

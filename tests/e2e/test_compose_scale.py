@@ -26,8 +26,9 @@ import pytest
 import yaml
 
 from tests.support.compose import COMPOSE_FILE, ROOT_DIR, clean_env, compose_command
+from tests.support.loopback import free_port
 from tests.support.manifests import one
-from tests.support.stack import free_port, wait_http
+from tests.support.stack import wait_http
 
 # About two minutes; up to five more when pyproject.toml changed and the wheels are made anew.
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]

@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from shared.celery_app import ADVANCE_PROJECT, RUN_ITERATION
-from tests.support.stack import ROOT_DIR, Stack, free_port, parse_json_lines, wait_http
+from tests.support.loopback import free_port
+from tests.support.stack import ROOT_DIR, Stack, parse_json_lines, wait_http
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 

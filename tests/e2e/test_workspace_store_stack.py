@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.loopback import free_port
 from tests.support.object_store import ObjectStoreServer, moto_server
 from tests.support.replicas import cli_at, replica_url
-from tests.support.stack import RAAS, ROOT_DIR, Stack, free_port, parse_json_lines, wait_http
+from tests.support.stack import RAAS, ROOT_DIR, Stack, parse_json_lines, wait_http
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 

@@ -23,6 +23,7 @@ import pytest
 from shared.db import session_scope
 from shared.models import Iteration
 from tests.support.faults import Rig, ralph_script, verify, wait_until
+from tests.support.loopback import free_port
 from tests.support.replicas import (
     Haproxy,
     cli_at,
@@ -36,7 +37,6 @@ from tests.support.replicas import (
     status_of,
     submit_at,
 )
-from tests.support.stack import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 LEASE_S = 3.0

@@ -26,7 +26,7 @@ from shared.events import NullBus
 from shared.models import Agent, Iteration, IterationStatus, Project, ProjectStatus, utcnow
 from shared.settings import get_settings
 from tests.support.engine import RecordingDispatcher
-from tests.support.stack import free_port
+from tests.support.loopback import free_port
 
 pytestmark = pytest.mark.integration
 OPENMETRICS = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"

@@ -29,7 +29,8 @@ from shared.migrate import alembic_config, upgrade
 from shared.settings import get_settings
 from tests.support.bad_input import assert_one_line_error
 from tests.support.coordinator import RecordingDispatcher, migrated_template, sqlite_database
-from tests.support.stack import RAAS, free_port
+from tests.support.loopback import free_port
+from tests.support.stack import RAAS
 
 pytestmark = pytest.mark.integration
 LEASE_S = 1.0

@@ -227,7 +227,7 @@ def _refused(eng: Engine, params: dict[str, str], expected: tuple[str, ...], bef
 
 
 def _closed_port() -> int:
-    from tests.support.stack import free_port
+    from tests.support.loopback import free_port
 
     return free_port()
 

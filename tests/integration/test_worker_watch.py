@@ -27,7 +27,8 @@ from shared.models import utcnow
 from shared.schemas import EventOut
 from tests.support.engine import Engine, engine
 from tests.support.faults import PrivateRedis, wait_until
-from tests.support.stack import Stack, free_port
+from tests.support.loopback import free_port
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.integration
 

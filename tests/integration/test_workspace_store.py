@@ -30,7 +30,8 @@ from shared.git import RESULT_REF, commit_all, git
 from shared.models import new_id
 from shared.models.workspaces import WorkspaceHead
 from shared.settings import Settings
-from tests.support.object_store import ObjectStoreServer, free_port, moto_server
+from tests.support.loopback import free_port
+from tests.support.object_store import ObjectStoreServer, moto_server
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ from orchestrator.workspaces import get_store
 from shared.events import RedisBus
 from shared.settings import get_settings
 from tests.support.engine import Engine, RecordingDispatcher, pack
-from tests.support.stack import free_port
+from tests.support.loopback import free_port
 from workers.scripted_model.script import Script
 from workers.scripted_model.server import ScriptedModelServer
 

@@ -25,7 +25,7 @@ from orchestrator.scheduling import advance, submission
 from orchestrator.workspaces import get_store
 from shared.events import RedisBus
 from shared.settings import Settings, get_settings
-from tests.support.stack import free_port
+from tests.support.loopback import free_port
 from workers.claim import Claim
 from workers.iteration import IterationRunner
 from workers.llm.ratelimit import RateLimiter

@@ -18,13 +18,11 @@ workspace; and no container labelled with the project is left.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -49,7 +47,9 @@ from shared.models import (
     ProjectStatus,
 )
 from shared.schemas import EventOut
-from tests.support.stack import RAAS, Stack, free_port, parse_json_lines, wait_http
+from tests.support.loopback import free_port
+from tests.support.proxies import UnixSocketProxy
+from tests.support.stack import RAAS, Stack, parse_json_lines, wait_http
 
 # Recovery within seconds, in the proportions of the defaults (beat 5 s, stale 30 s): a worker
 # is declared lost after 8 s of silence, the reconcile loop runs every second, a queued message
@@ -166,86 +166,16 @@ class PrivatePostgres:
         return (self.root / "data" / "postmaster.pid").exists()
 
 
-class DockerSocketProxy:
-    """A Unix socket that forwards to the Docker engine's, and can be cut and restored.
-
-    Cut: the listening socket is closed (a connect is refused) and every open connection is
-    aborted, hijacked ``docker exec`` streams included; the engine itself never notices.
-    """
+class DockerSocketProxy(UnixSocketProxy):
+    """A Unix socket in front of the Docker engine's: cut, the workers lose Docker (connects
+    refused, ``docker exec`` streams aborted) while the engine itself never notices."""
 
     def __init__(self, path: Path, upstream: str = DOCKER_SOCKET) -> None:
-        self.path = path
-        self.upstream = upstream
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="docker-proxy", daemon=True)
-        self._server: asyncio.AbstractServer | None = None
-        self._open: set[asyncio.StreamWriter] = set()
-        self.connections = 0
-        self._thread.start()
-        self.restore()
+        super().__init__(path, upstream)
 
     @property
     def docker_host(self) -> str:
         return f"unix://{self.path}"
-
-    def _submit(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=10)
-
-    def restore(self) -> None:
-        self.path.unlink(missing_ok=True)
-        self._server = self._submit(asyncio.start_unix_server(self._handle, path=str(self.path)))
-
-    def cut(self) -> None:
-        self._submit(self._cut())
-
-    async def _cut(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        for writer in list(self._open):
-            writer.transport.abort()
-        self._open.clear()
-
-    def close(self) -> None:
-        self.cut()
-        self._submit(self._cancel_pipes())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
-        self._loop.close()
-        self.path.unlink(missing_ok=True)
-
-    async def _cancel_pipes(self) -> None:
-        tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        try:
-            up_reader, up_writer = await asyncio.open_unix_connection(self.upstream)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._open.update((writer, up_writer))
-        try:
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-        finally:
-            for end in (writer, up_writer):
-                self._open.discard(end)
-                end.transport.abort()
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copy one direction; pass a half-close on (docker exec streams half-close stdin)."""
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-    except (ConnectionError, OSError, RuntimeError):
-        writer.transport.abort()
 
 
 # --- the project and its script -----------------------------------------------------------------

@@ -1,12 +1,48 @@
-"""A threaded HTTP server on a free loopback port, for the fake servers the tests talk to (the
-git server, the forge): started in a thread, shut down and its thread joined on leaving."""
+"""Servers on free loopback ports: a threaded HTTP server for the fake servers the tests talk to
+(the git server, the forge), started in a thread and joined on leaving; and a real server run as
+a child process (Redis, the S3 API), given a port and waited for until it accepts connections."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 free at this moment."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def listening_process(
+    command: Callable[[int], Sequence[str]], failure: str, start_within_s: float = 10.0
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """``command(port)`` on a free loopback port, yielded (port, process) once it accepts
+    connections, terminated on leaving. ``failure`` ends the error when it exits or does not
+    listen in time (what to do about it)."""
+    port = free_port()
+    proc = subprocess.Popen(list(command(port)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + start_within_s
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                msg = f"{command(port)[0]} on port {port} did not start: {failure}"
+                raise RuntimeError(msg)
+            time.sleep(0.05)
+        yield port, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 class QuietHandler(BaseHTTPRequestHandler):

@@ -8,10 +8,8 @@ throwaway credentials are what boto3 (in this process and in the ones it starts)
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+
+from tests.support.loopback import listening_process
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "raas-test",
@@ -60,37 +60,15 @@ def _boto_credentials() -> dict[str, str]:
     }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def moto_server(start_within_s: float = 30.0) -> Iterator[ObjectStoreServer]:
     """``moto_server`` on 127.0.0.1 while the block runs (its objects live in its memory: stopping
     it loses them, as a wiped bucket would)."""
     os.environ.update(CREDENTIALS)
-    port = free_port()
     binary = Path(sys.executable).with_name("moto_server")
-    proc = subprocess.Popen(
-        [str(binary), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + start_within_s
-        while True:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                msg = (
-                    f"moto_server on port {port} did not start (pip install 'moto[server]': scripts/setup.sh)"
-                )
-                raise RuntimeError(msg)
-            time.sleep(0.05)
+    with listening_process(
+        lambda port: [str(binary), "-H", "127.0.0.1", "-p", str(port)],
+        "pip install 'moto[server]' (scripts/setup.sh)",
+        start_within_s,
+    ) as (port, proc):
         yield ObjectStoreServer(f"http://127.0.0.1:{port}", proc)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)

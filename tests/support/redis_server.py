@@ -8,11 +8,10 @@ benchmarks at once did exactly that). A private server rules it out.
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from tests.support.loopback import listening_process
 
 
 @contextmanager
@@ -22,25 +21,9 @@ def private_redis(start_within_s: float = 10.0) -> Iterator[str]:
     if binary is None:
         msg = "redis-server is not installed: run `bash scripts/setup.sh`"
         raise RuntimeError(msg)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + start_within_s
-        while True:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                msg = f"redis-server on port {port} did not start"
-                raise RuntimeError(msg)
-            time.sleep(0.05)
+    with listening_process(
+        lambda port: [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        "see redis-server's own output by running it by hand",
+        start_within_s,
+    ) as (port, _proc):
         yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)

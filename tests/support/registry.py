@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -15,6 +14,8 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tests.support.loopback import free_port
 
 BINARY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
 CONFIG = """version: 0.1
@@ -26,12 +27,6 @@ storage:
 http:
   addr: 127.0.0.1:{port}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Registry:

@@ -25,7 +25,8 @@ from orchestrator.scheduling.lease import RECONCILE
 from shared.db import session_scope
 from shared.models.cluster import Lease
 from tests.support.faults import Follower, Rig, write_project
-from tests.support.stack import RAAS, Stack, free_port, wait_http
+from tests.support.loopback import free_port
+from tests.support.stack import RAAS, Stack, wait_http
 
 HAPROXY_CFG = """\
 global
