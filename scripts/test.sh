@@ -7,11 +7,11 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 VENV="${RAAS_VENV:-$ROOT/.venv}"
-echo "== ruff"; "$VENV/bin/ruff" check .; "$VENV/bin/ruff" format --check .
+echo "== ruff (at ${SECONDS}s: set-up done)"; "$VENV/bin/ruff" check .; "$VENV/bin/ruff" format --check .
 echo "== mypy"; "$VENV/bin/mypy"
 echo "== import rules"; "$VENV/bin/lint-imports" --no-cache
 echo "== dead code"; "$VENV/bin/vulture"
-echo "== pytest"
+echo "== pytest (at ${SECONDS}s: lint, types, import rules and dead code done)"
 # Three pytest-xdist workers: the tests mostly wait (Docker, subprocess stacks, timeouts), and
 # each worker process has its own Postgres database, Redis server, data directory and labelled
 # containers (tests/conftest.py). --dist load --maxschedchunk 1 hands out tests one by one in
@@ -34,9 +34,10 @@ CHAOS_PID=$!
 status=0
 # --durations: the slowest tests, so a run that creeps toward the 25-minute ceiling says where.
 "$VENV/bin/pytest" "${PARALLEL[@]}" --durations=30 || status=$?
-echo "== chaos soak (short; it ran beside the tests above)"
+echo "== chaos soak (short; it ran beside the tests above; pytest ended at ${SECONDS}s)"
 chaos=0
 wait "$CHAOS_PID" || chaos=$?
 cat "$CHAOS_LOG"
 [ "$chaos" -eq 0 ] || { echo "the chaos soak failed (exit $chaos); its log: $CHAOS_LOG"; status=1; }
+echo "== the test command took ${SECONDS}s"
 exit "$status"

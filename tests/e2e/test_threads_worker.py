@@ -18,6 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 from sqlalchemy import select
 
@@ -44,8 +45,8 @@ def one_iteration_script(sleep_s: float, latency_s: float, gather: int = 1) -> d
     """Each project's one iteration: a model call answered after ``latency_s``, a bash command
     that takes ``sleep_s``, copies the project's own token.txt and lists the workspace, and a
     model call that completes the task, answered after ``latency_s`` once ``gather`` iterations
-    have asked for it (the scripted model's barrier: until then every one of them is running,
-    its container with it)."""
+    have asked for it and (``gather`` > 1) the test has released them (the scripted model's
+    barrier and hold: until then every one of them is running, its container with it)."""
     work = {
         "content": [
             {"type": "text", "text": "Reading my token."},
@@ -61,6 +62,7 @@ def one_iteration_script(sleep_s: float, latency_s: float, gather: int = 1) -> d
         "latency_s": latency_s,
         "gather": gather,
         "gather_timeout_s": 420,
+        "hold": gather > 1,
     }
     return {"responses": [work, done], "when_exhausted": "repeat_last"}
 
@@ -192,6 +194,7 @@ def test_32_iterations_at_once_in_one_threads_worker_keep_to_their_own_workspace
         return labelled if len(labelled) >= 32 else None
 
     seen = wait_for("32 containers at once", all_containers, stack, timeout_s=420)
+    httpx.post(f"http://127.0.0.1:{stack.model_port}/_scripted/release", timeout=10).raise_for_status()
     running = {it.id: it for it in iterations_of(ids)}
     assert sorted(labels["raas.iteration"] for labels in seen) == sorted(running)
     assert all(running[labels["raas.iteration"]].project_id == labels["raas.project"] for labels in seen)

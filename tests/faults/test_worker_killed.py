@@ -79,9 +79,10 @@ def test_a_threads_worker_killed_running_several_iterations_hands_them_all_back_
     make_rig: Callable[..., Rig], database_url: str
 ) -> None:
     # Given one threads worker running three projects' first iterations at once, each followed
-    # live; its bash command sleeps long enough for all three to be in it together
+    # live; its bash command sleeps longer than the test may last, so all three are in it together
+    # however slowly the machine starts them (the kill cuts it; the re-runs take the next steps)
     rig = make_rig(
-        ralph_script(3, sleep_s=15, window=1),
+        ralph_script(3, sleep_s=600, window=1),
         database_url=database_url,
         workers=1,
         concurrency=4,

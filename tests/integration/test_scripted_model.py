@@ -363,6 +363,30 @@ def test_a_gathered_step_answers_anyway_after_its_timeout(scripted: Callable[...
     assert message.content[0].type == "text"
 
 
+def test_a_held_step_answers_its_gathered_requests_only_once_released(
+    scripted: Callable[..., Scripted],
+) -> None:
+    steps = [{"content": [{"type": "text", "text": "done"}], "gather": 2, "hold": True}]
+    server, client = scripted({"responses": steps, "when_exhausted": "repeat_last"})
+    answered: list[str] = []
+
+    def ask(name: str) -> None:
+        client.messages.create(**ASK, metadata={"user_id": name})
+        answered.append(name)
+
+    with ThreadPoolExecutor(2) as pool:
+        held = [pool.submit(ask, "p0"), pool.submit(ask, "p1")]
+        # both have asked (the gather is complete), and still neither is answered
+        time.sleep(1.0)
+        assert len(server.requests()) == 2
+        assert answered == []
+        # until the test releases them
+        httpx.post(f"{server.base_url}/_scripted/release", timeout=5).raise_for_status()
+        for future in held:
+            future.result(timeout=10)
+    assert sorted(answered) == ["p0", "p1"]
+
+
 def test_an_exhausted_script_answers_500_and_tells_the_sdk_not_to_retry(
     scripted: Callable[..., Scripted],
 ) -> None:

@@ -70,7 +70,7 @@ def build_app(state: ServerState) -> FastAPI:
         if picked is None:
             return _exhausted_response(api, state.script, session)
         index, step = picked
-        await _gathered(state, index, step.gather, step.gather_timeout_s)
+        await _gathered(state, index, step)
         await asyncio.sleep(step.latency_s)
         return _answer(api, state.script, step, body)
 
@@ -89,18 +89,7 @@ def build_app(state: ServerState) -> FastAPI:
         tokens = sse.prompt_tokens(body) if isinstance(body, dict) else 1
         return JSONResponse({"input_tokens": tokens}, headers=_request_id())
 
-    @app.get("/_scripted/health")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "steps": len(state.script.responses), "sessions": state.turns()}
-
-    @app.get("/_scripted/requests")
-    async def requests(session: str | None = None) -> list[dict[str, Any]]:
-        return [entry.model_dump(mode="json") for entry in state.requests(session)]
-
-    @app.post("/_scripted/reset")
-    async def reset() -> dict[str, str]:
-        state.reset()
-        return {"status": "reset"}
+    _control_routes(app, state)
 
     @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     async def unknown(request: Request, path: str) -> Response:
@@ -113,17 +102,44 @@ def build_app(state: ServerState) -> FastAPI:
     return app
 
 
-async def _gathered(state: ServerState, index: int, count: int, timeout_s: float) -> None:
-    """Hold until ``count`` requests have reached step ``index``, or ``timeout_s`` has passed."""
-    if count <= 1:
+def _control_routes(app: FastAPI, state: ServerState) -> None:
+    """The test's side of the server, under ``/_scripted/``: health, the log, release, reset."""
+
+    @app.get("/_scripted/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "steps": len(state.script.responses), "sessions": state.turns()}
+
+    @app.get("/_scripted/requests")
+    async def requests(session: str | None = None) -> list[dict[str, Any]]:
+        return [entry.model_dump(mode="json") for entry in state.requests(session)]
+
+    @app.post("/_scripted/release")
+    async def release() -> dict[str, Any]:
+        state.release()
+        return {"status": "released"}
+
+    @app.post("/_scripted/reset")
+    async def reset() -> dict[str, str]:
+        state.reset()
+        return {"status": "reset"}
+
+
+async def _gathered(state: ServerState, index: int, step: Step) -> None:
+    """Hold until ``step.gather`` requests have reached step ``index`` and, with ``step.hold``,
+    until ``POST /_scripted/release``; at most ``step.gather_timeout_s`` in all."""
+    if step.gather <= 1 and not step.hold:
         return
     state.arrive(index)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while state.arrived(index) < count:
+    deadline = loop.time() + step.gather_timeout_s
+    while state.arrived(index) < step.gather or (step.hold and not state.released):
         if loop.time() >= deadline:
             logger.warning(
-                "scripted model: step %d answered with %d of %d gathered", index, state.arrived(index), count
+                "scripted model: step %d answered with %d of %d gathered (%s)",
+                index,
+                state.arrived(index),
+                step.gather,
+                "released" if state.released or not step.hold else "not released",
             )
             return
         await asyncio.sleep(0.05)

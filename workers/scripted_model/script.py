@@ -103,7 +103,11 @@ class _Step(_Strict):
     it, then answer them all (after ``latency_s``): a barrier that makes "N agents at once"
     certain instead of hoped for from timing. Held at most ``gather_timeout_s``."""
     gather_timeout_s: float = Field(default=120.0, gt=0)
-    """How long a request waits for the rest of its gather before it is answered anyway."""
+    """How long a request waits for the rest of its gather (and its hold) before it is answered
+    anyway."""
+    hold: bool = False
+    """Once gathered, hold the requests still until ``POST /_scripted/release``: the moment
+    "N agents at once" lasts until a test has looked at it (at most ``gather_timeout_s``)."""
     delta_delay_s: float = Field(default=0.0, ge=0)
     """Wait between consecutive events of a streamed answer."""
 

@@ -57,6 +57,7 @@ class ServerState:
         self._turns: dict[str, int] = {}
         self._log: list[LoggedRequest] = []
         self._arrived: dict[int, int] = {}
+        self._released = False
 
     @property
     def script(self) -> Script:
@@ -80,6 +81,16 @@ class ServerState:
         """Requests that reached ``step`` so far."""
         with self._lock:
             return self._arrived.get(step, 0)
+
+    def release(self) -> None:
+        """Open every ``hold``: held requests are answered, later ones are not held."""
+        with self._lock:
+            self._released = True
+
+    @property
+    def released(self) -> bool:
+        with self._lock:
+            return self._released
 
     def record(self, entry: LoggedRequest) -> None:
         """Keep ``entry`` in memory and, when the server has a log file, append it as a line."""
@@ -106,6 +117,7 @@ class ServerState:
             self._log.clear()
             self._turns.clear()
             self._arrived.clear()
+            self._released = False
             if script is not None:
                 self._script = script
 
