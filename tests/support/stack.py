@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import select, update
 
+from shared.db import session_scope
+from shared.models import Iteration, IterationStatus, Project, ProjectStatus, unfinished, utcnow
 from tests.support.loopback import free_port
 
 RAAS = [sys.executable, "-m", "orchestrator.cli"]
@@ -73,7 +76,8 @@ class Stack:
 
     def start(self, workers: int = 1, concurrency: int | None = 1, pool: str | None = None) -> Stack:
         """Scripted model, coordinator, then ``workers`` workers (``concurrency``, ``pool``
-        None: ``raas worker``'s default)."""
+        None: ``raas worker``'s default), once the projects earlier tests left are stopped."""
+        stop_leftovers(self.env["RAAS_DATABASE_URL"])
         model = self.spawn(
             "scripted-model", ["scripted-model", "--script", str(self.script), "--port", str(self.model_port)]
         )
@@ -121,6 +125,40 @@ class Stack:
         return "\n".join(
             f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in self.log_dir.glob("*.log")
         )
+
+
+# What an earlier test may leave able to run: queued iterations, a breaker's trial, an approval's
+# default action, a followed pull request's round.
+LEFTOVER = (
+    ProjectStatus.RUNNING,
+    ProjectStatus.PAUSED,
+    ProjectStatus.WAITING_FOR_APPROVAL,
+    ProjectStatus.DELIVERED,
+)
+
+
+def stop_leftovers(database_url: str) -> None:
+    """Stop every project earlier tests left on this database, and end their unfinished iterations.
+
+    A test session's tests share a database and a broker. A project a test left running (it
+    asserted what it needed and ended) keeps queued iterations, which the next stack's coordinator
+    resends when it takes the reconcile lease and whose workers then run: they took three of the
+    32 slots of test_threads_worker's barrier, which then never filled.
+    """
+    now = utcnow()
+    left = Project.status.in_(LEFTOVER)
+    with session_scope(database_url) as session:
+        session.execute(
+            update(Iteration)
+            .where(unfinished(), Iteration.project_id.in_(select(Project.id).where(left)))
+            .values(
+                status=IterationStatus.FAILED,
+                error="stopped: the test that started it ended",
+                finished_at=now,
+                advanced=True,
+            )
+        )
+        session.execute(update(Project).where(left).values(status=ProjectStatus.STOPPED, finished_at=now))
 
 
 def parse_json_lines(text: str) -> list[dict[str, Any]]:
