@@ -21,6 +21,8 @@ from sqlalchemy import select, update
 
 from shared.db import session_scope
 from shared.models import Iteration, IterationStatus, Project, ProjectStatus, unfinished, utcnow
+from shared.models.evals import EvalRun, EvalRunStatus
+from shared.models.triggers import Trigger, TriggerStatus
 from tests.support.loopback import free_port
 
 RAAS = [sys.executable, "-m", "orchestrator.cli"]
@@ -138,7 +140,8 @@ LEFTOVER = (
 
 
 def stop_leftovers(database_url: str) -> None:
-    """Stop every project earlier tests left on this database, and end their unfinished iterations.
+    """Stop every project earlier tests left on this database and end their unfinished iterations;
+    pause their eval runs and triggers (which would start more projects).
 
     A test session's tests share a database and a broker. A project a test left running (it
     asserted what it needed and ended) keeps queued iterations, which the next stack's coordinator
@@ -159,6 +162,14 @@ def stop_leftovers(database_url: str) -> None:
             )
         )
         session.execute(update(Project).where(left).values(status=ProjectStatus.STOPPED, finished_at=now))
+        session.execute(
+            update(EvalRun)
+            .where(EvalRun.status == EvalRunStatus.RUNNING)
+            .values(status=EvalRunStatus.PAUSED, status_reason="the test that started it ended")
+        )
+        session.execute(
+            update(Trigger).where(Trigger.status == TriggerStatus.ACTIVE).values(status=TriggerStatus.PAUSED)
+        )
 
 
 def parse_json_lines(text: str) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
@@ -239,20 +240,26 @@ def collect_snapshots(
 
     ``labels`` narrows the snapshots looked at to those that also carry these.
     """
-    images = client.images.list(filters={"label": [KEY_LABEL, *labels]})
-    dated = sorted(images, key=lambda image: int(image.labels.get("raas.environment.created", "0")))
-    total = sum(int(image.attrs.get("Size", 0)) for image in dated)
+    # The summaries of the list call, not client.images.list(), which inspects each image in turn:
+    # one another worker on the host removed in between failed this worker's preparation.
+    images = client.api.images(filters={"label": [KEY_LABEL, *labels]})
+
+    def created(image: dict[str, Any]) -> int:
+        return int((image.get("Labels") or {}).get("raas.environment.created", "0"))
+
+    dated = sorted(images, key=created)
+    total = sum(int(image.get("Size") or 0) for image in dated)
     removed = 0
     now = time.time()
     for image in dated:
-        old = now - int(image.labels.get("raas.environment.created", "0")) > max_age_s
-        if keep_tag in image.tags or not (old or total > max_bytes):
+        old = now - created(image) > max_age_s
+        if keep_tag in (image.get("RepoTags") or []) or not (old or total > max_bytes):
             continue
         try:
-            client.images.remove(image.id, force=False)
+            client.images.remove(image["Id"], force=False)
         except (APIError, NotFound) as exc:
-            log.info("environment snapshot %s kept: %s", image.short_id, exc)
+            log.info("environment snapshot %s kept: %s", image["Id"][:19], exc)
             continue
-        total -= int(image.attrs.get("Size", 0))
+        total -= int(image.get("Size") or 0)
         removed += 1
     return removed
