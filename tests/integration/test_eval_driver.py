@@ -104,7 +104,7 @@ def test_attempts_start_within_the_tenants_projects_per_hour_and_the_runs_concur
     # the other two wait for the tenant's hour.
     states = _states(run.id)
     assert sorted(states.values()) == sorted([AttemptState.RUNNING] * 2 + [AttemptState.PENDING] * 2)
-    assert [t for t, s in states.items() if s == AttemptState.RUNNING] == ["broken-env", "fix-bad"]
+    assert sorted(t for t, s in states.items() if s == AttemptState.RUNNING) == ["broken-env", "fix-bad"]
     with session_scope() as session:
         projects = session.scalars(select(Project).where(Project.name.startswith(f"eval {run.id} "))).all()
         assert {p.tenant_id for p in projects} == {tenant_id}
