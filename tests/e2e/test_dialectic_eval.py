@@ -15,16 +15,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from shared.db import session_scope
-from shared.models.evals import EvalRun, EvalRunStatus
+from tests.support.evals import run_report, wait_run
 from tests.support.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2700)]
@@ -111,20 +108,8 @@ def stack(services: dict[str, str], tmp_path_factory: pytest.TempPathFactory) ->
     running.stop()
 
 
-def _wait(stack: Stack, run_id: str, timeout_s: float = 2400) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with session_scope() as session:
-            if session.get_one(EvalRun, run_id).status != EvalRunStatus.RUNNING:
-                return
-        time.sleep(2)
-    pytest.fail(f"eval run {run_id} did not end within {timeout_s}s\n{stack.logs()}")
-
-
-def _report(stack: Stack, run_id: str, *flags: str) -> Any:
-    done = stack.cli("eval", "report", run_id, *flags)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout) if "--json" in flags else done.stdout
+def _wait(stack: Stack, run_id: str) -> None:
+    wait_run(stack, run_id, timeout_s=2400, poll_s=2)
 
 
 def test_the_bundled_suite_with_and_without_dialectic_gives_the_hand_computed_figures(
@@ -147,9 +132,9 @@ def test_the_bundled_suite_with_and_without_dialectic_gives_the_hand_computed_fi
     run_id = json.loads(started.stdout)["id"]
     # When the run ends
     _wait(stack, run_id)
-    report = _report(stack, run_id, "--json")
+    report = run_report(stack, run_id, "--json")
     ralph, dialectic = report["configs"]
-    print(_report(stack, run_id, "--md"))  # the figures docs/benchmarks.md quotes
+    print(run_report(stack, run_id, "--md"))  # the figures docs/benchmarks.md quotes
     # Then both configs resolve the same tasks (seven of fourteen), nothing of the infrastructure failed
     assert report["run"]["status"] == "completed"
     for config in (ralph, dialectic):

@@ -17,14 +17,14 @@ import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
 from shared.db import session_scope
 from shared.models import Event, Message, Project
-from shared.models.evals import AttemptState, EvalAttempt, EvalRun, EvalRunStatus
+from shared.models.evals import AttemptState, EvalAttempt
+from tests.support.evals import run_report, wait_run
 from tests.support.stack import Stack, wait_http
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
@@ -59,20 +59,8 @@ def _start(stack: Stack, *args: str) -> str:
     return run_id
 
 
-def _wait(stack: Stack, run_id: str, timeout_s: float = 900) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with session_scope() as session:
-            if session.get_one(EvalRun, run_id).status != EvalRunStatus.RUNNING:
-                return
-        time.sleep(1)
-    pytest.fail(f"eval run {run_id} did not end within {timeout_s}s\n{stack.logs()}")
-
-
-def _report(stack: Stack, run_id: str, *flags: str) -> Any:
-    done = stack.cli("eval", "report", run_id, *flags)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout) if "--json" in flags else done.stdout
+def _wait(stack: Stack, run_id: str) -> None:
+    wait_run(stack, run_id, timeout_s=900, poll_s=1)
 
 
 def _attempts(run_id: str) -> list[EvalAttempt]:
@@ -93,7 +81,7 @@ def test_the_report_of_four_tasks_two_configs_k2_equals_the_hand_computed_figure
     # Given: 4 tasks x 2 configs x k=2, four attempts at a time.
     run_id = _start(stack, "--config", str(ONE), "--config", str(TWO), "-k", "2", "--concurrency", "4")
     _wait(stack, run_id)
-    report = _report(stack, run_id, "--json")
+    report = run_report(stack, run_id, "--json")
     one, two = report["configs"]
     assert report["run"]["status"] == "completed"
     # one-iteration: fix-bug resolved twice; fix-bad and never failed; broken-env an infra failure.
@@ -157,10 +145,10 @@ def test_the_report_of_four_tasks_two_configs_k2_equals_the_hand_computed_figure
     ]  # fmt: skip
     assert any("No such file or directory" in json.dumps(block) for block in results)
     # The other formats say the same.
-    markdown = _report(stack, run_id, "--md")
+    markdown = run_report(stack, run_id, "--md")
     assert "| one-iteration | 2/8 | 25.0% |" in markdown
     assert "| fix-bad | 0/2 | 2/2 |" in markdown
-    csv_lines = _report(stack, run_id, "--csv").splitlines()
+    csv_lines = run_report(stack, run_id, "--csv").splitlines()
     assert csv_lines[1].startswith("one-iteration,8,2,4,2,0,0.25,")
     # A paired comparison of the two configurations of the run: B wins fix-bad's 2 pairs only.
     compared = json.loads(
@@ -188,7 +176,7 @@ def test_a_budget_that_runs_out_pauses_the_rest_and_the_report_names_them(stack:
         "4",
     )
     _wait(stack, run_id)
-    report = _report(stack, run_id, "--json")
+    report = run_report(stack, run_id, "--json")
     assert report["run"]["status"] == "paused"
     assert report["not_run"] == [
         {"task": "never", "config": "one-iteration", "attempt": 1, "state": "paused"}
@@ -199,7 +187,7 @@ def test_a_budget_that_runs_out_pauses_the_rest_and_the_report_names_them(stack:
     (one,) = report["configs"]
     assert (one["attempts"], one["resolved"], one["not_run"]) == (3, 1, 1)
     assert len(_projects(run_id)) == 3
-    assert "Did not run (1)" in _report(stack, run_id, "--md")
+    assert "Did not run (1)" in run_report(stack, run_id, "--md")
 
 
 def test_a_run_whose_worker_and_coordinator_are_killed_resumes_and_runs_no_attempt_twice(
@@ -240,7 +228,7 @@ def test_a_run_whose_worker_and_coordinator_are_killed_resumes_and_runs_no_attem
                 select(func.coalesce(func.sum(Message.cost_usd), 0)).where(Message.project_id == project.id)
             )
             assert attempt.cost_usd == Decimal(str(paid)) == project.spent_usd
-    report = _report(stack, run_id, "--json")
+    report = run_report(stack, run_id, "--json")
     assert report["configs"][0]["attempts"] == 4
     assert Decimal(report["run"]["spent_usd"]) == sum((a.cost_usd for a in attempts), Decimal(0))
 
