@@ -817,3 +817,51 @@ def test_the_responses_api_answers_json_without_stream_and_openai_errors(
     assert exhausted.json()["error"]["type"] == "server_error"
     assert malformed.status_code == 400
     assert malformed.json()["error"]["message"] == "input: Field required"
+
+
+def test_each_variant_keeps_its_own_cursor_per_session_and_others_walk_the_script(
+    scripted: Callable[..., Scripted],
+) -> None:
+    # Given a script whose reviewer requests and Codex requests have steps of their own
+    def said(text: str) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": text}]}
+
+    server, client = scripted(
+        {
+            "responses": [said("builder 0"), said("builder 1")],
+            "variants": [
+                {"name": "reviewer", "when": {"prompt_contains": "You are the reviewer"},
+                 "responses": [said("review 0"), said("review 1")]},
+                {"name": "codex", "when": {"offers_tool": "exec_command"},
+                 "responses": [said("codex 0")], "when_exhausted": "repeat_last"},
+            ],
+        }
+    )  # fmt: skip
+
+    def ask(project: str, system: str | None = None) -> str:
+        extra = {"system": system} if system is not None else {}
+        message = client.messages.create(**ASK, **extra, metadata={"user_id": project})
+        block = message.content[0]
+        assert block.type == "text"
+        return block.text
+
+    # When a project's builder and reviewer take turns, and another project's builder asks
+    answers = [
+        ask("p1"),
+        ask("p1", "You are the reviewer of a builder agent's work."),
+        ask("p1"),
+        ask("p2"),
+        ask("p1", "You are the reviewer of a builder agent's work."),
+    ]
+    codex = [
+        [d["delta"] for n, d in responses_events(server.base_url, RESPONSES_ASK, {"session-id": "t"})
+         if n == "response.output_text.delta"]
+        for _ in range(2)
+    ]  # fmt: skip
+
+    # Then each walks its own steps from its own start, and the log names the variant
+    assert answers == ["builder 0", "review 0", "builder 1", "builder 0", "review 1"]
+    assert ["".join(deltas).strip() for deltas in codex] == ["codex 0", "codex 0"]
+    assert [(e.variant, e.step) for e in server.requests("p1")] == [
+        (None, 0), ("reviewer", 0), (None, 1), ("reviewer", 1)
+    ]  # fmt: skip

@@ -259,3 +259,44 @@ def test_a_tool_input_is_an_object_or_a_freeform_string(tmp_path: Path) -> None:
 def test_the_harness_fixture_scripts_load(directory: str, script: str) -> None:
     path = Path(__file__).parents[1] / "fixtures" / "harnesses" / directory / f"{script}.script.json"
     assert Script.load(path).length >= 1
+
+
+def test_a_variant_needs_a_condition_and_a_name_of_its_own(tmp_path: Path) -> None:
+    bare = {"responses": [TEXT_STEP], "variants": [{"name": "x", "when": {}, "responses": [TEXT_STEP]}]}
+    twice = {
+        "responses": [TEXT_STEP],
+        "variants": [
+            {"name": "x", "when": {"offers_tool": "Bash"}, "responses": [TEXT_STEP]},
+            {"name": "x", "when": {"prompt_contains": "planner"}, "responses": [TEXT_STEP]},
+        ],
+    }
+
+    assert "needs prompt_contains, offers_tool or both" in load_error(tmp_path, bare)
+    assert "x is used more than once" in load_error(tmp_path, twice)
+
+
+def test_a_variant_matches_on_the_prompt_and_the_tools_the_request_offers() -> None:
+    script = Script.model_validate(
+        {
+            "responses": [TEXT_STEP],
+            "variants": [
+                {"name": "claude", "when": {"offers_tool": "Bash", "prompt_contains": "builder"},
+                 "responses": [TEXT_STEP]},
+                {"name": "planner", "when": {"prompt_contains": "You are the planner"},
+                 "responses": [TEXT_STEP]},
+            ],
+        }
+    )  # fmt: skip
+    bash = [{"name": "Bash", "input_schema": {}}]
+    planner = [{"type": "text", "text": "You are the planner. Study the workspace."}]
+    first_user = [{"role": "user", "content": [{"type": "text", "text": "You are a builder."}]}]
+
+    def picked(body: dict[str, Any]) -> str | None:
+        variant = script.variant_for(body)
+        return variant.name if variant is not None else None
+
+    assert picked({"system": planner, "messages": []}) == "planner"
+    assert picked({"tools": bash, "messages": first_user}) == "claude"
+    assert picked({"tools": bash, "messages": [{"role": "user", "content": "fix it"}]}) is None
+    assert picked({"instructions": "You are the planner.", "input": "go"}) == "planner"
+    assert picked({"messages": first_user}) is None

@@ -65,12 +65,15 @@ def build_app(state: ServerState) -> FastAPI:
                 "scripted model: title side-request of session %s answered outside the script", session
             )
             return _answer(api, state.script, _TITLE_STEP, body)
-        turn, picked = state.take_turn(session)
-        state.record(_entry(request, session, body, turn=turn, step=picked[0] if picked else None))
+        turn = state.take_turn(session, body)
+        picked = turn.picked
+        variant = turn.variant.name if turn.variant is not None else None
+        step_index = picked[0] if picked else None
+        state.record(_entry(request, session, body, turn=turn.number, step=step_index, variant=variant))
         if picked is None:
-            return _exhausted_response(api, state.script, session)
+            return _exhausted_response(api, turn.length, session)
         index, step = picked
-        await _gathered(state, index, step)
+        await _gathered(state, (turn.walk_key, index), step)
         await asyncio.sleep(step.latency_s)
         return _answer(api, state.script, step, body)
 
@@ -124,9 +127,10 @@ def _control_routes(app: FastAPI, state: ServerState) -> None:
         return {"status": "reset"}
 
 
-async def _gathered(state: ServerState, index: int, step: Step) -> None:
-    """Hold until ``step.gather`` requests have reached step ``index`` and, with ``step.hold``,
-    until ``POST /_scripted/release``; at most ``step.gather_timeout_s`` in all."""
+async def _gathered(state: ServerState, index: tuple[str, int], step: Step) -> None:
+    """Hold until ``step.gather`` requests have reached step ``index`` (of the script's own steps
+    or a variant's) and, with ``step.hold``, until ``POST /_scripted/release``; at most
+    ``step.gather_timeout_s`` in all."""
     if step.gather <= 1 and not step.hold:
         return
     state.arrive(index)
@@ -135,8 +139,9 @@ async def _gathered(state: ServerState, index: int, step: Step) -> None:
     while state.arrived(index) < step.gather or (step.hold and not state.released):
         if loop.time() >= deadline:
             logger.warning(
-                "scripted model: step %d answered with %d of %d gathered (%s)",
-                index,
+                "scripted model: step %s%d answered with %d of %d gathered (%s)",
+                f"{index[0]}:" if index[0] else "",
+                index[1],
                 state.arrived(index),
                 step.gather,
                 "released" if state.released or not step.hold else "not released",
@@ -166,6 +171,7 @@ def _entry(
     *,
     turn: int | None = None,
     step: int | None = None,
+    variant: str | None = None,
     side_request: str | None = None,
 ) -> LoggedRequest:
     return LoggedRequest(
@@ -173,6 +179,7 @@ def _entry(
         session=session,
         turn=turn,
         step=step,
+        variant=variant,
         side_request=side_request,
         method=request.method,
         path=request.url.path,
@@ -237,10 +244,10 @@ def _spec_error_response(api: Api, error: ErrorSpec) -> JSONResponse:
     return response
 
 
-def _exhausted_response(api: Api, script: Script, session: str) -> JSONResponse:
+def _exhausted_response(api: Api, length: int, session: str) -> JSONResponse:
     msg = (
         f"scripted model: the script is exhausted: session {session!r} has had all "
-        f"{script.length} scripted responses (when_exhausted is 'error')"
+        f"{length} scripted responses (when_exhausted is 'error')"
     )
     # Retrying cannot help, so the SDK is told not to (it would otherwise retry a 500 twice).
     return _error_response(api, 500, "api_error", msg, should_retry=False)

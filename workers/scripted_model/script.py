@@ -26,6 +26,7 @@ from pydantic_core import ErrorDetails
 
 from shared.errors import InvalidInput
 from shared.usage import Usage
+from workers.scripted_model.sessions import offered_tools, prompt_text
 
 StopReason = Literal[
     "end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
@@ -203,18 +204,13 @@ Step = Annotated[
 _UNION_TAGS = {"message", "error", "replay", "text", "tool_use"}
 
 
-class Script(_Strict):
-    """The answers a scripted model server gives, walked in order separately per session."""
+class _Walk(_Strict):
+    """Steps walked in order, separately per session."""
 
     responses: list[Step] = Field(min_length=1)
     when_exhausted: Literal["error", "repeat_last", "cycle"] = "error"
     """After the last step: answer HTTP 500, repeat the last step, or start again."""
-    text_chunk_words: int = Field(default=3, ge=1)
-    """Words per ``text_delta`` event."""
-    json_chunk_chars: int = Field(default=12, ge=1)
-    """Characters of tool-input JSON per ``input_json_delta`` event."""
 
-    _base_dir: Path | None = PrivateAttr(default=None)
     _ends: list[int] = PrivateAttr(default_factory=list)
 
     def model_post_init(self, context: Any, /) -> None:
@@ -222,6 +218,74 @@ class Script(_Strict):
         for step in self.responses:
             total += step.repeat
             self._ends.append(total)
+
+    @property
+    def length(self) -> int:
+        """Requests one walk through the steps answers, counting each step's ``repeat``."""
+        return self._ends[-1]
+
+    def step_for(self, turn: int) -> tuple[int, Step] | None:
+        """The step (and its index in ``responses``) that answers a session's ``turn``-th
+        request (0-based), or None when the steps are exhausted and ``when_exhausted`` is error."""
+        if turn >= self.length:
+            if self.when_exhausted == "error":
+                return None
+            turn = self.length - 1 if self.when_exhausted == "repeat_last" else turn % self.length
+        index = bisect_right(self._ends, turn)
+        return index, self.responses[index]
+
+
+class Match(_Strict):
+    """Which requests a variant answers: every condition given must hold."""
+
+    prompt_contains: str | None = Field(default=None, min_length=1)
+    """A substring of the request's system prompt (Messages ``system``, Responses
+    ``instructions``) or of its first user message: an agent's role."""
+    offers_tool: str | None = Field(default=None, min_length=1)
+    """The name of a tool the request offers: which agent CLI is asking."""
+
+    @model_validator(mode="after")
+    def _something(self) -> Match:
+        if self.prompt_contains is None and self.offers_tool is None:
+            msg = "a variant's when needs prompt_contains, offers_tool or both"
+            raise ValueError(msg)
+        return self
+
+    def matches(self, body: Any) -> bool:
+        if self.prompt_contains is not None and self.prompt_contains not in prompt_text(body):
+            return False
+        return self.offers_tool is None or self.offers_tool in offered_tools(body)
+
+
+class Variant(_Walk):
+    """Steps of their own for the requests ``when`` matches, with a cursor of their own per
+    session: the agents of one project (a builder, its reviewer, a planner) or the different agent
+    CLIs of a mixed load each walk the steps written for them."""
+
+    name: str = Field(min_length=1)
+    when: Match
+
+
+class Script(_Walk):
+    """The answers a scripted model server gives, walked in order separately per session."""
+
+    variants: list[Variant] = Field(default_factory=list)
+    """Tried in order; a request none matches walks ``responses``."""
+    text_chunk_words: int = Field(default=3, ge=1)
+    """Words per ``text_delta`` event."""
+    json_chunk_chars: int = Field(default=12, ge=1)
+    """Characters of tool-input JSON per ``input_json_delta`` event."""
+
+    _base_dir: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _names_once(self) -> Script:
+        names = [variant.name for variant in self.variants]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            msg = f"variant names must differ: {', '.join(twice)} is used more than once"
+            raise ValueError(msg)
+        return self
 
     @classmethod
     def load(cls, path: Path) -> Script:
@@ -245,10 +309,13 @@ class Script(_Strict):
         except ValidationError as exc:
             raise InvalidInput(describe_errors(str(path), exc)) from exc
         script._base_dir = path.resolve().parent
-        for index, step in enumerate(script.responses):
-            if isinstance(step, ReplayStep) and not script.replay_path(step).is_file():
-                msg = f"{path}: responses[{index}].replay: no such file: {script.replay_path(step)}"
-                raise InvalidInput(msg)
+        walks = [("", script), *((f"variants[{i}].", v) for i, v in enumerate(script.variants))]
+        for where, walk in walks:
+            for index, step in enumerate(walk.responses):
+                replayed = script.replay_path(step) if isinstance(step, ReplayStep) else None
+                if replayed is not None and not replayed.is_file():
+                    msg = f"{path}: {where}responses[{index}].replay: no such file: {replayed}"
+                    raise InvalidInput(msg)
         return script
 
     def replay_path(self, step: ReplayStep) -> Path:
@@ -256,20 +323,9 @@ class Script(_Strict):
         for a script built with ``model_validate``)."""
         return (self._base_dir or Path.cwd()) / step.replay
 
-    @property
-    def length(self) -> int:
-        """Requests one walk through the script answers, counting each step's ``repeat``."""
-        return self._ends[-1]
-
-    def step_for(self, turn: int) -> tuple[int, Step] | None:
-        """The step (and its index in ``responses``) that answers a session's ``turn``-th
-        request (0-based), or None when the script is exhausted and ``when_exhausted`` is error."""
-        if turn >= self.length:
-            if self.when_exhausted == "error":
-                return None
-            turn = self.length - 1 if self.when_exhausted == "repeat_last" else turn % self.length
-        index = bisect_right(self._ends, turn)
-        return index, self.responses[index]
+    def variant_for(self, body: Any) -> Variant | None:
+        """The first variant whose ``when`` the request matches; None: the script's own steps."""
+        return next((variant for variant in self.variants if variant.when.matches(body)), None)
 
 
 def describe_errors(source: str, exc: ValidationError) -> str:

@@ -67,6 +67,7 @@ def is_title_request(body: Any) -> bool:
 
 
 def _system_text(system: Any) -> str:
+    # A string, or blocks of text (Messages ``text``, Responses ``input_text``).
     if isinstance(system, str):
         return system
     if isinstance(system, list):
@@ -76,3 +77,27 @@ def _system_text(system: Any) -> str:
             if isinstance(block, dict) and isinstance(block.get("text"), str)
         )
     return ""
+
+
+def prompt_text(body: Any) -> str:
+    """The request's instructions as a variant's ``prompt_contains`` searches them: the system
+    prompt (Messages ``system``, Responses ``instructions``) and the first user message."""
+    if not isinstance(body, dict):
+        return ""
+    parts = [_system_text(body.get("system")), _system_text(body.get("instructions"))]
+    turns = body.get("messages") if "messages" in body else body.get("input")
+    if isinstance(turns, str):
+        parts.append(turns)
+    elif isinstance(turns, list):
+        first = next((t for t in turns if isinstance(t, dict) and t.get("role") == "user"), None)
+        content = first.get("content") if first is not None else None
+        parts.append(content if isinstance(content, str) else _system_text(content))
+    return "\n".join(parts)
+
+
+def offered_tools(body: Any) -> set[str]:
+    """The names of the tools a request offers (Messages and Responses alike)."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    if not isinstance(tools, list):
+        return set()
+    return {t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)}

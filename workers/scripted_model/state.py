@@ -9,13 +9,14 @@ the event loop for long.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from workers.scripted_model.script import Script, Step
+from workers.scripted_model.script import Script, Step, Variant
 
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "proxy-authorization"})
 REDACTED = "[redacted]"
@@ -32,6 +33,8 @@ class LoggedRequest(BaseModel):
     """How many earlier requests of this session the script answered (None: not a script turn)."""
     step: int | None = None
     """Index in ``responses`` of the step that answered (None: exhausted, or not a script turn)."""
+    variant: str | None = None
+    """The variant whose steps answered (``step`` indexes its ``responses``); None: the script's own."""
     side_request: str | None = None
     """``"title"`` for a harness's title side-request, answered outside the script."""
     method: str
@@ -47,6 +50,22 @@ def redact(headers: dict[str, str]) -> dict[str, str]:
     return {name: REDACTED if name in _SECRET_HEADERS else value for name, value in headers.items()}
 
 
+@dataclass(frozen=True)
+class Turn:
+    """A request's place in the script: its session's turn and the step that answers it."""
+
+    number: int
+    picked: tuple[int, Step] | None
+    """The step and its index in the walk's ``responses``; None: the walk is exhausted."""
+    variant: Variant | None
+    length: int
+    """Requests one walk through the steps answers (for the exhausted answer's words)."""
+
+    @property
+    def walk_key(self) -> str:
+        return self.variant.name if self.variant is not None else ""
+
+
 class ServerState:
     """The script, the per-session cursors and the request log, safe to share across threads."""
 
@@ -56,28 +75,30 @@ class ServerState:
         self._lock = threading.Lock()
         self._turns: dict[str, int] = {}
         self._log: list[LoggedRequest] = []
-        self._arrived: dict[int, int] = {}
+        self._arrived: dict[tuple[str, int], int] = {}
         self._released = False
 
     @property
     def script(self) -> Script:
         return self._script
 
-    def take_turn(self, session: str) -> tuple[int, tuple[int, Step] | None]:
-        """Advance ``session``'s cursor; return the turn taken and the step (with its index)
-        that answers it, or None when the script is exhausted."""
+    def take_turn(self, session: str, body: Any) -> Turn:
+        """Advance ``session``'s cursor (its cursor in the variant the request matches, if any);
+        return the turn taken and the step (with its index) that answers it."""
         with self._lock:
-            turn = self._turns.get(session, 0)
-            self._turns[session] = turn + 1
-            script = self._script
-        return turn, script.step_for(turn)
+            variant = self._script.variant_for(body)
+            key = session if variant is None else f"{session} [{variant.name}]"
+            turn = self._turns.get(key, 0)
+            self._turns[key] = turn + 1
+            walk = variant or self._script
+        return Turn(turn, walk.step_for(turn), variant, walk.length)
 
-    def arrive(self, step: int) -> None:
-        """Count one more request that reached ``step`` (for a step's ``gather``)."""
+    def arrive(self, step: tuple[str, int]) -> None:
+        """Count one more request that reached ``step`` (variant name or "", index) for its ``gather``."""
         with self._lock:
             self._arrived[step] = self._arrived.get(step, 0) + 1
 
-    def arrived(self, step: int) -> int:
+    def arrived(self, step: tuple[str, int]) -> int:
         """Requests that reached ``step`` so far."""
         with self._lock:
             return self._arrived.get(step, 0)
@@ -106,7 +127,7 @@ class ServerState:
             return [entry for entry in self._log if session is None or entry.session == session]
 
     def turns(self) -> dict[str, int]:
-        """Requests answered so far per session."""
+        """Requests answered so far per session (a variant's as ``session [variant]``)."""
         with self._lock:
             return dict(self._turns)
 
