@@ -7,7 +7,11 @@ replicas against one on the same machine, database and broker. The load is coord
 the workers are null workers (tests.benchmarks.null_worker: claim, record, report; no sandbox,
 no model, no workspace), so what is measured is the coordinators' side of every hand-off (the
 report on the coordinator queue, ``advance``, admission, the next enqueue), which both replicas
-consume. Goal: >= 1.6x.
+consume. Each replica runs under a CPU quota of ``--replica-cpu`` cores (default 0.25, the
+coordinator pod's CPU request in deploy/kubernetes/coordinator.yaml; tests.benchmarks.cpu_quota),
+as it would on a host or pod of its own: on one 2-core machine the replicas otherwise share the
+cores with Postgres, Redis and the workers, which saturate them first, and the figure would say
+nothing of the coordinator. Goal: >= 1.6x.
 
 Failover: two replicas, the lease RAAS_LEASE_S; an iteration is claimed by a "worker" that then
 never beats (a dead one), and the lease's holder is SIGKILLed at once; the figure is the time from
@@ -16,8 +20,9 @@ RAAS_LEASE_S. Repeated ``--kills`` times (a fresh replica replaces the killed on
 Goal: <= 1.5x (the documented bound is 1.25x plus a pass).
 
 Run: ``.venv/bin/python -m tests.benchmarks.bench_replicas [--projects P] [--iterations M]
-[--kills K] [--lease-s S]``. Needs Postgres and Redis (no Docker: nothing runs in a sandbox); it
-makes its own database (dropped at the end) and Redis server (stopped at the end).
+[--kills K] [--lease-s S] [--replica-cpu CORES]``. Needs Postgres and Redis (no Docker: nothing
+runs in a sandbox) and, for the quota, root; it makes its own database (dropped at the end), Redis
+server (stopped at the end) and cgroups (removed at the end).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from sqlalchemy import func, select
 from shared.celery_app import ITERATIONS_QUEUE
 from shared.db import session_scope
 from shared.models import Iteration, IterationStatus, Project, ProjectStatus
-from tests.benchmarks import cpu, rig
+from tests.benchmarks import cpu, cpu_quota, rig
 from tests.benchmarks.table import Check, Figure, Table
 from tests.support.replicas import holder_process, lease_holder, replica_url, start_replica
 from tests.support.stack import Stack
@@ -98,6 +103,8 @@ class Run:
     ended: list[str]
     cores: dict[str, float]
     """Cores each component kept busy on average (CPU seconds over the run's seconds)."""
+    throttled: float
+    """Share of the run the replicas spent waiting for their quota (summed over replicas)."""
 
 
 def _components(running: Stack) -> cpu.Components:
@@ -116,18 +123,25 @@ def throughput(svc: rig.Services, replicas: int, args: argparse.Namespace) -> Ru
             start_replica(running, f"coordinator-{index}")
         spawn_null_workers(running, args.null_workers, args.null_concurrency)
         ids = rig.create_projects(running, args.projects, rig.raas_toml(args.iterations), f"r{replicas}")
-        parts = _components(running)
-        before = parts.sample()
-        started = time.monotonic()
-        rig.call_all(running, "start", ids)
-        wait_ended(ids, timeout_s=600)
-        elapsed = time.monotonic() - started
-        used = cpu.spent(before, parts.sample())
+        with cpu_quota.quotas(args.replica_cpu) as quotas:
+            if quotas is not None:  # after their start-up, which the measure does not include
+                for name, proc in running.procs.items():
+                    if name.startswith("coordinator"):
+                        quotas.limit(proc.pid)
+            parts = _components(running)
+            before = parts.sample()
+            started = time.monotonic()
+            rig.call_all(running, "start", ids)
+            wait_ended(ids, timeout_s=900)
+            elapsed = time.monotonic() - started
+            used = cpu.spent(before, parts.sample())
+            throttled = quotas.throttled_s() / elapsed if quotas is not None else 0.0
         with session_scope() as session:
             rows = session.execute(select(Project.status, Project.status_reason).where(Project.id.in_(ids)))
             reasons = sorted({f"{status.value}: {reason}" for status, reason in rows})
         count = advanced(ids)
-        return Run(count / elapsed, count, reasons, {name: spent / elapsed for name, spent in used.items()})
+        cores = {name: spent / elapsed for name, spent in used.items()}
+        return Run(count / elapsed, count, reasons, cores, throttled)
 
 
 def _dead_worker_iteration(running: Stack) -> tuple[str, datetime]:
@@ -207,8 +221,20 @@ def main() -> int:
     parser.add_argument("--null-concurrency", type=int, default=8, help="threads of each null worker")
     parser.add_argument("--kills", type=int, default=5, help="lease holders SIGKILLed, one after another")
     parser.add_argument("--lease-s", type=float, default=4.0, help="RAAS_LEASE_S of the failover runs")
+    parser.add_argument(
+        "--replica-cpu", type=float, default=0.25,
+        help="CPU quota of each replica in the throughput runs, in cores (0: none)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.replica_cpu < 0:
+        parser.error("--replica-cpu must be 0 (no quota) or a positive number of cores")
     table = Table()
+    try:
+        with cpu_quota.quotas(args.replica_cpu):  # fails here, before anything starts, if it cannot
+            pass
+    except cpu_quota.QuotaUnavailable as exc:
+        print(f"bench_replicas: {exc}", file=sys.stderr)
+        return 2
     with rig.services() as svc:
         one = throughput(svc, 1, args)
         two = throughput(svc, 2, args)
@@ -227,7 +253,8 @@ def main() -> int:
     print(
         f"coordinator replicas benchmark: {args.projects} projects x {args.iterations} iterations on "
         f"{args.null_workers} null workers x {args.null_concurrency} threads; {args.kills} lease-holder "
-        f"kills, RAAS_LEASE_S={args.lease_s:g}"
+        f"kills, RAAS_LEASE_S={args.lease_s:g}; each replica's CPU quota "
+        + (f"{args.replica_cpu:g} cores" if args.replica_cpu else "none")
     )
     print(f"machine: {rig.machine()}")
     table.print()
@@ -235,6 +262,11 @@ def main() -> int:
     print(f"cores kept busy during the throughput runs, of {os.cpu_count()} (one replica / two replicas):")
     for name in one.cores:
         print(f"  {name:<28} {one.cores[name]:5.2f} / {two.cores.get(name, 0.0):5.2f}")
+    per_iteration = [run.cores.get("coordinators", 0.0) / run.per_s * 1000 for run in (one, two)]
+    print(f"coordinators' CPU per advanced iteration (ms): {per_iteration[0]:.1f} / {per_iteration[1]:.1f}")
+    if args.replica_cpu:
+        waited = f"{one.throttled:.2f} / {two.throttled:.2f}"
+        print(f"replicas' time waiting for their quota, per second of the run: {waited}")
     return 0 if table.ok else 1
 
 
