@@ -1,9 +1,9 @@
-"""The short chaos soak, run by the test command after its main run: three minutes, six
-projects, seed 63 (all six kinds of fault among its 8, all four kinds of project), a fault every
-20 s on average, workspaces in the object store (moto), two coordinator replicas behind HAProxy.
-It restarts only what it started (its Postgres, Redis, dockerd); with RAAS_CHAOS_DOCKER=restart
-it restarts the machine's dockerd, and must run alone. The long soak is
-``bash scripts/chaos.sh --minutes M --projects N``."""
+"""The short chaos soak, run by the test command beside its main run: three minutes, six
+projects, seed 339 (all six kinds of fault among its 9; a pr, a local, a budget, a pipeline, a
+dialectic and an OpenCode project), a fault every 20 s on average, workspaces in the object
+store (moto), two coordinator replicas behind HAProxy. It restarts only what it started (its
+Postgres, Redis, dockerd); with RAAS_CHAOS_DOCKER=restart it restarts the machine's dockerd, and
+must run alone. The long soak is ``bash scripts/chaos.sh --minutes M --projects N``."""
 
 from __future__ import annotations
 

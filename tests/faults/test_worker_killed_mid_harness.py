@@ -10,7 +10,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from sqlalchemy import select
 from shared.db import session_scope
 from shared.models import Event, Iteration
 from tests.support.faults import USAGE, Rig, containers_of, verify, wait_until
+from tests.support.harness_calls import HARNESS_CALLS, HarnessCalls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 
@@ -41,49 +41,7 @@ memory = "1g"
 OPENAI_KEY = "sk-fault-test-openai-key"
 
 
-@dataclass(frozen=True)
-class Harness:
-    """One CLI's tool shapes, as the recorded scripts in tests/fixtures/harnesses show them."""
-
-    name: str
-    write: Callable[[str, str], dict[str, Any]]
-    run: Callable[[str], dict[str, Any]]
-    wrote: str  # our name for its write tool, in the events
-
-
-def _tool(name: str, args: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "name": name, "input": args}
-
-
-def _codex_patch(path: str, content: str) -> dict[str, Any]:
-    """Codex's freeform apply_patch tool: its input is the patch text, not an object."""
-    added = "".join(f"+{line}\n" for line in content.splitlines())
-    return _tool("apply_patch", f"*** Begin Patch\n*** Add File: {path}\n{added}*** End Patch\n")
-
-
-HARNESSES = {
-    "claude-code": Harness(
-        "claude-code",
-        write=lambda path, content: _tool("Write", {"file_path": f"/workspace/{path}", "content": content}),
-        run=lambda command: _tool("Bash", {"command": command}),
-        wrote="write",
-    ),
-    "codex": Harness(
-        "codex",
-        write=_codex_patch,
-        run=lambda command: _tool("exec_command", {"cmd": command, "yield_time_ms": 30000}),
-        wrote="edit",
-    ),
-    "opencode": Harness(
-        "opencode",
-        write=lambda path, content: _tool("write", {"filePath": f"/workspace/{path}", "content": content}),
-        run=lambda command: _tool("bash", {"command": command, "description": "Show the note"}),
-        wrote="write",
-    ),
-}
-
-
-def _script(harness: Harness) -> dict[str, Any]:
+def _script(harness: HarnessCalls) -> dict[str, Any]:
     """Attempt 1 writes a note and runs a long command (the kill lands in it); the re-run
     attempt takes the script's next steps: it writes the completion file, then ends."""
     steps: list[list[dict[str, Any]]] = [
@@ -99,12 +57,12 @@ def _script(harness: Harness) -> dict[str, Any]:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("name", list(HARNESSES))
+@pytest.mark.parametrize("name", list(HARNESS_CALLS))
 def test_worker_killed_mid_harness_run_leaves_no_container_and_charges_nothing_twice(
     make_rig: Callable[..., Rig], database_url: str, name: str
 ) -> None:
     # Given two workers and a project on the harness, followed live
-    harness = HARNESSES[name]
+    harness = HARNESS_CALLS[name]
     # (RECOVERY_ENV sweeps every 2 s: the killed attempt's container goes soon after it is stale.)
     rig = make_rig(_script(harness), database_url=database_url, workers=0)
     # Codex's Responses API calls go to the scripted model too (its port is known only now)

@@ -546,13 +546,15 @@ def _check_iterations(rig: Rig, project_id: str) -> list[Iteration]:
 
 def _answered(rig: Rig, project_id: str) -> int:
     """Requests of this project the scripted model answered with a message (not an error)."""
-    steps = rig.script["responses"]
+    # The script's own steps, and each variant's.
+    walks: dict[str | None, list[Any]] = {None: rig.script["responses"]}
+    walks.update({variant["name"]: variant["responses"] for variant in rig.script.get("variants", [])})
     return sum(
         1
         for request in rig.stack.model_requests()
         if request["session"] == project_id
         and request["step"] is not None
-        and "content" in steps[request["step"]]
+        and "content" in walks[request.get("variant")][request["step"]]
     )
 
 
@@ -657,10 +659,11 @@ def _check_workspace(rig: Rig, project_id: str) -> int:
 
 
 def _written_path(args: dict[str, Any]) -> str:
-    """The workspace path of a write: ours (``path``) or Claude Code's (``file_path``, absolute)."""
+    """The workspace path of a write: ours (``path``), Claude Code's (``file_path``, absolute) or
+    OpenCode's (``filePath``, absolute)."""
     if "path" in args:
         return str(args["path"])
-    return str(args["file_path"]).removeprefix("/workspace/")
+    return str(args.get("file_path", args.get("filePath"))).removeprefix("/workspace/")
 
 
 # --- fixtures -----------------------------------------------------------------------------------
