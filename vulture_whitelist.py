@@ -254,3 +254,5 @@ _close_at_shutdown  # Celery signal handler (workers/evaluation.py): a worker's 
 report_feedback  # route (orchestrator/api/pull_requests.py: POST /v1/pull-requests/feedback, raas feedback)
 waiting_approvals  # unused function (orchestrator/api/team.py: a route)
 evaluation  # unused import (workers/tasks.py): imported for its Celery tasks raas.eval_verify and raas.eval_check
+_._something  # pydantic validator (workers/scripted_model/script.py: Match, a variant's condition)
+_._names_once  # pydantic validator (workers/scripted_model/script.py: Script, its variants' names)
