@@ -54,11 +54,22 @@ def git(
     by git on the host. Hooks are disabled everywhere; every directory is trusted because the
     work tree belongs to the sandbox's uid.
     """
+    return git_bytes(cwd, *args, gitdir=gitdir, env=env, input_=input_).decode(errors="replace").strip()
+
+
+def git_bytes(
+    cwd: Path,
+    *args: str,
+    gitdir: Path | None = None,
+    env: dict[str, str] | None = None,
+    input_: bytes | None = None,
+) -> bytes:
+    """:func:`git`, with stdout as it came: for what is not text (a bundle written to ``-``)."""
     proc = _run(cwd, args, gitdir, env, input_)
     if proc.returncode != 0:
         msg = f"git {args[0]} failed: {proc.stderr.decode(errors='replace').strip()}"
         raise GitError(msg)
-    return proc.stdout.decode(errors="replace").strip()
+    return proc.stdout
 
 
 def ignore_by_default(workdir: Path, gitdir: Path, patterns: Sequence[str]) -> None:

@@ -66,7 +66,11 @@ class Bucket:
             Location.parse(settings.workspace_store or ""), settings.s3_endpoint_url, timeout_s=timeout_s
         )
 
-    def put(self, key: str, source: Path) -> None:
+    def put(self, key: str, source: Path | bytes) -> None:
+        """Store a file's or the given bytes under ``key``."""
+        if isinstance(source, bytes):
+            self._call("put_object", Bucket=self.location.bucket, Key=key, Body=source)
+            return
         with source.open("rb") as body:
             self._call("put_object", Bucket=self.location.bucket, Key=key, Body=body)
 

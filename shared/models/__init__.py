@@ -15,7 +15,7 @@ the package's public face (a test pins them), and importing it registers every t
 from shared.models import (
     cluster,  # noqa: F401  (registers leases, cluster_facts; names in shared.models.cluster)
     evals,  # noqa: F401  (registers eval_runs, eval_attempts; names in shared.models.evals)
-    workspaces,  # noqa: F401  (registers workspace_heads; names in shared.models.workspaces)
+    workspaces,  # noqa: F401  (registers workspace_heads and workspace_increments)
 )
 from shared.models.agents import (
     UNFINISHED_SQL,

@@ -128,3 +128,34 @@ def test_a_paused_projects_reason_moves_into_its_column_and_back(tmp_path: Path)
         assert reason == "budget_exceeded: spent $1.0000 of $1.00"
     finally:
         engine.dispose()
+
+
+def test_a_workspace_written_before_increments_is_a_base_and_a_downgrade_refuses_to_drop_any(
+    tmp_path: Path,
+) -> None:
+    # Given a workspace whose row names one full bundle of its generation (before 0018)
+    url = f"sqlite:///{tmp_path / 'raas.db'}"
+    upgrade(url, "0017")
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO workspace_heads (project_id, generation, object_key, updated_at)"
+                    " VALUES ('p1', 7, 'ws/p1/7.bundle', CURRENT_TIMESTAMP)"
+                )
+            )
+        # When the database is upgraded, that bundle is the base of generation 7, with nothing after
+        upgrade(url)
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT base_generation FROM workspace_heads")).scalar_one() == 7
+            assert conn.execute(text("SELECT count(*) FROM workspace_increments")).scalar_one() == 0
+        # And a downgrade refuses, naming why, while a workspace holds an increment
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE workspace_heads SET generation = 8"))
+        with pytest.raises(RuntimeError, match="1 workspace\\(s\\) hold increments"):
+            command.downgrade(alembic_config(url), "0017")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT generation FROM workspace_heads")).scalar_one() == 8
+    finally:
+        engine.dispose()

@@ -19,16 +19,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from orchestrator.scheduling import workspace
 from orchestrator.workspaces import LocalStore, check_store
 from orchestrator.workspaces.objects import Bucket, Location
-from orchestrator.workspaces.s3 import S3Store
+from orchestrator.workspaces.s3 import S3Store, refs
 from shared.db import session_scope
 from shared.errors import Conflict, InvalidInput, ServiceUnavailable
 from shared.git import RESULT_REF, commit_all, git
 from shared.models import new_id
-from shared.models.workspaces import WorkspaceHead
+from shared.models.workspaces import WorkspaceHead, WorkspaceIncrement
 from shared.settings import Settings
 from tests.support.loopback import free_port
 from tests.support.object_store import ObjectStoreServer, moto_server
@@ -133,9 +134,7 @@ def test_a_replicas_local_disk_wiped_between_iterations_loses_nothing(bucket: Bu
         assert files_of(reader, project_id) == ["PLAN.md", "first.txt", "second.txt"]
 
 
-def test_a_write_that_fails_publishes_nothing_and_old_objects_are_deleted(
-    s3: ObjectStoreServer, bucket: Bucket, tmp_path: Path
-) -> None:
+def test_a_write_that_fails_publishes_nothing(s3: ObjectStoreServer, bucket: Bucket, tmp_path: Path) -> None:
     store = replica(bucket, tmp_path, "one")
     project_id = create(store, tmp_path, {"PLAN.md": "plan\n"})
     base, bundle = iteration_bundle(store, project_id, tmp_path, "first")
@@ -155,15 +154,121 @@ def test_a_write_that_fails_publishes_nothing_and_old_objects_are_deleted(
     assert generation(project_id) == 2
     refs = git(store.read(project_id), "for-each-ref", "--format=%(refname)")
     assert "refs/raas/half-done" not in refs.splitlines()
-    # And only the current generation's object is kept in the bucket (the old ones are deleted
-    # after the commit, off the write's path)
-    keys = s3.keys(bucket.location.bucket)
+    # And the bucket holds what the rows name and nothing else: the failed write stored nothing
+    assert sorted(s3.keys(bucket.location.bucket)) == named_keys(project_id)
+
+
+def rows_of(project_id: str) -> tuple[WorkspaceHead, list[WorkspaceIncrement]]:
+    with session_scope() as session:
+        head = session.get(WorkspaceHead, project_id)
+        assert head is not None
+        steps = session.scalars(
+            select(WorkspaceIncrement)
+            .where(WorkspaceIncrement.project_id == project_id)
+            .order_by(WorkspaceIncrement.generation)
+        ).all()
+        return head, list(steps)
+
+
+def named_keys(project_id: str) -> list[str]:
+    head, steps = rows_of(project_id)
+    return sorted(key for key in [head.object_key, *(step.object_key for step in steps)] if key)
+
+
+def object_size(s3: ObjectStoreServer, bucket: Bucket, key: str) -> int:
+    return int(s3.client().head_object(Bucket=bucket.location.bucket, Key=key)["ContentLength"])
+
+
+@pytest.mark.parametrize("inline_max_bytes", [256 * 1024, 0], ids=["in-the-database", "in-the-bucket"])
+def test_a_write_stores_what_it_added_and_a_compaction_deletes_what_it_replaced(
+    s3: ObjectStoreServer, bucket: Bucket, tmp_path: Path, inline_max_bytes: int
+) -> None:
+    store = S3Store(bucket, tmp_path / "cache-one", compact_after=3, inline_max_bytes=inline_max_bytes)
+    big = {f"module_{n}.py": secrets.token_hex(2000) for n in range(20)}  # not compressible
+    project_id = create(store, tmp_path, {"PLAN.md": "plan\n", **big})
+    # When two iterations are pushed after the workspace was made
+    for n in (1, 2):
+        base, bundle = iteration_bundle(store, project_id, tmp_path, f"it{n}")
+        push(store, project_id, base, bundle, f"it-{n}")
+    # Then the head names the base and there is one increment per write, each far smaller than
+    # the base (the write's objects, not the repository again), in its row or in the bucket
+    head, steps = rows_of(project_id)
+    assert (head.generation, head.base_generation, [step.generation for step in steps]) == (3, 1, [2, 3])
+    assert all(step.refs["refs/heads/main"] for step in steps)
+    base_size = object_size(s3, bucket, str(head.object_key))
+    if inline_max_bytes:
+        sizes = [len(step.pack or b"") for step in steps]
+        assert all(step.object_key is None for step in steps)
+    else:
+        sizes = [object_size(s3, bucket, str(step.object_key)) for step in steps]
+        assert all(step.pack is None for step in steps)
+    assert all(0 < size * 5 < base_size for size in sizes)
+    assert sorted(s3.keys(bucket.location.bucket)) == named_keys(project_id)
+    # And a replica that never saw the workspace reads it from the base and the increments
+    assert git(replica(bucket, tmp_path, "fresh").read(project_id), "rev-parse", "main") == git(
+        store.read(project_id), "rev-parse", "main"
+    )
+    # When the third write after the base comes (compact_after=3)
+    base, bundle = iteration_bundle(store, project_id, tmp_path, "it3")
+    sha = push(store, project_id, base, bundle, "it-3")
+    # Then it is a new base with no increment, and the objects it replaced are deleted (off the
+    # write's path)
+    head, steps = rows_of(project_id)
+    assert (head.generation, head.base_generation, steps) == (4, 4, [])
     deadline = time.monotonic() + 30
-    while len(keys) > 1 and time.monotonic() < deadline:
+    while sorted(s3.keys(bucket.location.bucket)) != named_keys(project_id) and time.monotonic() < deadline:
         time.sleep(0.05)
-        keys = s3.keys(bucket.location.bucket)
-    assert len(keys) == 1
-    assert keys[0].startswith(f"workspaces/{project_id}/000000000002-")
+    assert s3.keys(bucket.location.bucket) == [head.object_key]
+    # And a replica that never saw the workspace reads every iteration from the base alone
+    fresh = replica(bucket, tmp_path, "fresh2")
+    assert git(fresh.read(project_id), "rev-parse", "main") == sha
+    assert files_of(fresh, project_id) == sorted(["PLAN.md", *big, "it1.txt", "it2.txt", "it3.txt"])
+
+
+def test_a_replica_writes_behind_takes_the_increments_with_their_ref_moves_and_deletions(
+    bucket: Bucket, tmp_path: Path
+) -> None:
+    one, other = replica(bucket, tmp_path, "one"), replica(bucket, tmp_path, "other")
+    project_id = create(one, tmp_path, {"PLAN.md": "plan\n"})
+    first_main = git(other.read(project_id), "rev-parse", "main")
+    # Given writes the other replica does not see: an iteration (new objects), an annotated tag,
+    # then a write that adds no object (main moved back to a commit it has, a ref deleted, one added)
+    base, bundle = iteration_bundle(one, project_id, tmp_path, "first")
+    pushed = push(one, project_id, base, bundle, "it-1")
+    with one.write(project_id) as bare:  # a tag object is an object too
+        git(
+            bare,
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@constellation.local",
+            "tag",
+            "-a",
+            "-m",
+            "v1",
+            "v1",
+            pushed,
+        )
+    with one.write(project_id) as bare:
+        git(bare, "update-ref", "refs/heads/main", first_main)
+        git(bare, "update-ref", "-d", "refs/raas/iterations/it-1")
+        git(bare, "update-ref", "refs/raas/kept", pushed)
+    head, steps = rows_of(project_id)
+    assert (steps[-1].pack, steps[-1].object_key) == (None, None)
+    assert steps[-1].refs == {
+        "refs/heads/main": first_main,
+        "refs/raas/iterations/it-1": None,
+        "refs/raas/kept": pushed,
+    }
+    # Then the other replica, three writes behind, ends with exactly the writer's refs and objects
+    listing = ["for-each-ref", "--format=%(refname) %(objectname)"]
+    assert git(other.read(project_id), *listing) == git(one.read(project_id), *listing)
+    assert git(other.read(project_id), "cat-file", "-t", pushed) == "commit"
+    assert git(other.read(project_id), "cat-file", "-t", "refs/tags/v1") == "tag"
+    # And a write that changes nothing publishes no generation
+    with one.write(project_id):
+        pass
+    assert generation(project_id) == head.generation
 
 
 def test_two_writers_of_one_workspace_take_turns_and_main_moves_only_from_its_base(
@@ -302,3 +407,26 @@ def test_a_coordinator_refuses_to_start_against_a_store_that_does_not_answer_or_
         f"error: workspace store: bucket s3://no-such-bucket at {s3.endpoint} does not exist; "
         "create it or fix RAAS_WORKSPACE_STORE"
     ]
+
+
+def test_the_refs_read_from_gits_files_are_the_ones_git_lists(tmp_path: Path) -> None:
+    bare = tmp_path / "ws.git"
+    assert refs(bare) == {}
+    root = tmp_path / "files"
+    root.mkdir()
+    (root / "PLAN.md").write_text("plan\n")
+    workspace.create_repo(bare, root)
+    main = git(bare, "rev-parse", "main")
+    # Given refs packed, loose over packed, loose alone, nested, and a packed one deleted
+    for name in ("refs/raas/iterations/a", "refs/raas/iterations/b", "refs/tags/v1"):
+        git(bare, "update-ref", name, main)
+    identity = ("-c", "user.name=t", "-c", "user.email=t@constellation.local")
+    git(bare, *identity, "tag", "-a", "-m", "annotated", "v2", main)
+    git(bare, "pack-refs", "--all")
+    git(bare, "update-ref", "-d", "refs/raas/iterations/b")
+    git(bare, "update-ref", "refs/raas/iterations/a", git(bare, "rev-parse", "v2"))
+    git(bare, "update-ref", "refs/raas/deep/er/c", main)
+    listing = git(bare, "for-each-ref", "--format=%(refname) %(objectname)")
+    # Then reading git's files gives what git itself lists
+    assert refs(bare) == dict(line.split(" ", 1) for line in listing.splitlines())
+    assert "refs/raas/iterations/b" not in refs(bare)
