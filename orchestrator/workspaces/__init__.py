@@ -3,9 +3,10 @@ workspace goes through.
 
 - :class:`LocalStore` (``local``): bare repositories in RAAS_DATA_DIR/workspaces, the truth on
   one host's disk: the default, and always the embedded mode's.
-- :class:`S3Store` (``s3``): RAAS_WORKSPACE_STORE=s3://bucket/prefix. The truth is a bundle per
-  workspace in an object store (``objects``) and a generation per workspace in the database
-  (``shared.models.workspaces``); each replica's disk is a cache it can lose.
+- :class:`S3Store` (``s3``): RAAS_WORKSPACE_STORE=s3://bucket/prefix. The truth is a base bundle
+  per workspace in an object store (``objects``), the increments written since and a generation
+  per workspace in the database (``shared.models.workspaces``); each replica's disk is a cache it
+  can lose.
 
 Get the process's store with :func:`get_store`; a coordinator calls :func:`check_store` before it
 starts serving. ``migrate`` uploads the workspaces a local directory holds (``raas

@@ -48,7 +48,8 @@ def test_a_project_runs_with_its_workspace_in_the_object_store_and_another_repli
     assert followed.returncode == 0, followed.stdout + followed.stderr + stack.logs()
     assert parse_json_lines(followed.stdout)[-1]["type"] == "project_completed"
 
-    # Then the workspace is one object in the bucket, and the coordinator's disk holds only a cache
+    # Then the workspace is in the bucket (its base; the few small increments since are in
+    # Postgres), and the coordinator's disk holds only a cache
     keys = s3.keys("e2e-workspaces")
     assert [key.split("/")[1] for key in keys] == [project_id]
     data_a = Path(stack.env["RAAS_DATA_DIR"])

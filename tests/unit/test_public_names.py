@@ -37,7 +37,7 @@ TABLES = [
     "notification_subscriptions", "notifications",  # issue #24
     "dashboard_sessions",  # issue #28
     "eval_attempts", "eval_checks", "eval_runs",  # issue #27
-    "cluster_facts", "leases", "workspace_heads",  # issue #29
+    "cluster_facts", "leases", "workspace_heads", "workspace_increments",  # issue #29
 ]  # fmt: skip
 
 
