@@ -100,13 +100,12 @@ class Table:
         self.ran[check] += 1
         try:
             return run()
-        except AssertionError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            self.problems.setdefault(check, []).append(f"{project_id}: {first}")
-            return None
         except Exception as exc:  # a check that breaks is a problem of its row, not the soak's end
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            self.problems.setdefault(check, []).append(f"{project_id}: {type(exc).__name__} {first}")
+            words = str(exc).strip().splitlines()[:1]
+            # A failed assertion says what failed; anything else is named by its type too.
+            if not isinstance(exc, AssertionError) or not words:
+                words.insert(0, type(exc).__name__)
+            self.problems.setdefault(check, []).append(f"{project_id}: {' '.join(words)}")
             return None
 
     @property

@@ -141,9 +141,7 @@ class Cluster:
                 "RAAS_SECRET_KEY": Fernet.generate_key().decode(),
             },
         )
-        # Codex's Responses API calls go to the scripted model too; the key stays in the gateway.
-        self.stack.env["OPENAI_API_KEY"] = "sk-chaos-soak"
-        self.stack.env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{self.stack.model_port}/v1"
+        self.stack.route_openai("sk-chaos-soak")
         assert services.postgres is not None
         self.rig = Rig(self.stack, services.postgres.url, self.script, root)
 

@@ -68,6 +68,11 @@ def _call(name: str, **args: Any) -> dict[str, Any]:
     return {"type": "tool_use", "name": name, "input": args}
 
 
+def _opening(number: int) -> dict[str, Any]:
+    """What an iteration's first reply says, whichever harness asked."""
+    return _text(f"Iteration {number}: note {number} and its effect.")
+
+
 def _effect(number: int, sleep_s: float) -> str:
     # Not `sleep N; ...`: Claude Code refuses a sleep followed by a command.
     return f"python3 -c 'import time; time.sleep({sleep_s})' && echo 'step {number}' >> effects.log"
@@ -80,7 +85,7 @@ def _builder(sleep_s: float, latency_s: float) -> list[dict[str, Any]]:
         note = f"notes/{number}.md"
         steps.append(
             _message(
-                _text(f"Iteration {number}: note {number} and its effect."),
+                _opening(number),
                 _call("write", path=note, content=f"note {number}\n"),
                 _call("bash", command=f"{_effect(number, sleep_s)} && cat {note}"),
                 latency_s=latency_s,
@@ -101,7 +106,7 @@ def _cli(harness: HarnessCalls, sleep_s: float, latency_s: float) -> list[dict[s
     for number in range(1, ITERATIONS + 1):
         steps.append(
             _message(
-                _text(f"Iteration {number}: note {number} and its effect."),
+                _opening(number),
                 harness.write(f"notes/{number}.md", f"note {number}\n"),
                 latency_s=latency_s,
             )

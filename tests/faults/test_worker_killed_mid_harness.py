@@ -65,9 +65,7 @@ def test_worker_killed_mid_harness_run_leaves_no_container_and_charges_nothing_t
     harness = HARNESS_CALLS[name]
     # (RECOVERY_ENV sweeps every 2 s: the killed attempt's container goes soon after it is stale.)
     rig = make_rig(_script(harness), database_url=database_url, workers=0)
-    # Codex's Responses API calls go to the scripted model too (its port is known only now)
-    rig.stack.env["OPENAI_API_KEY"] = OPENAI_KEY
-    rig.stack.env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{rig.stack.model_port}/v1"
+    rig.stack.route_openai(OPENAI_KEY)  # Codex's Responses API calls
     for index in range(2):
         rig.stack.spawn_worker(index, concurrency=1, pool="threads")
     project_dir = rig.work_dir / "project"

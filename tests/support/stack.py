@@ -68,6 +68,12 @@ class Stack:
             **self.env,
         }
 
+    def route_openai(self, key: str) -> None:
+        """Send OpenAI's API (Codex's Responses calls) to the scripted model too, under ``key``,
+        for the processes spawned from now on. The key stays in the worker's gateway."""
+        self.env["OPENAI_API_KEY"] = key
+        self.env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{self.model_port}/v1"
+
     def spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
         with (self.log_dir / f"{name}.log").open("ab") as log:
             proc = subprocess.Popen(
