@@ -248,6 +248,12 @@ class Settings(BaseSettings):
         "variables), the data directory's disk only a cache. Unset: the local directory "
         "RAAS_DATA_DIR/workspaces (one coordinator; the embedded mode always uses it).",
     )
+    workspace_sweep_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="How often the reconcile lease's holder deletes the objects of RAAS_WORKSPACE_STORE "
+        "that no workspace names (uploads of writes that crashed before committing).",
+    )
     s3_endpoint_url: str | None = Field(
         default=None,
         description="The object store's URL for RAAS_WORKSPACE_STORE (MinIO, R2, Ceph...); unset: AWS S3.",

@@ -35,6 +35,8 @@ from orchestrator.scheduling.dispatch import Dispatcher
 from orchestrator.scheduling.lease import DatabaseLease, Holding
 from orchestrator.scheduling.outbox import transaction
 from orchestrator.scheduling.worker_watch import ConsumerProbe, WorkerWatch
+from orchestrator.workspaces import get_store
+from shared.errors import ServiceUnavailable
 from shared.events import EventBus
 from shared.iterations import fail_iteration
 from shared.models import (
@@ -69,6 +71,7 @@ class ReconcileReport:
     workers_back: list[str] = field(default_factory=list)  # projects told that one is back
     redelivered: list[str] = field(default_factory=list)  # deliveries sent again
     approvals: list[str] = field(default_factory=list)  # approvals their deadline decided
+    swept: list[str] = field(default_factory=list)  # workspace objects no row named, deleted
 
 
 def _not_resent_since(iteration: Iteration, cutoff: datetime) -> bool:
@@ -102,6 +105,7 @@ class Reconciler:
         self.terminate = terminate
         # No probe (the embedded engine, tests of the other steps): no worker watch.
         self.watch = WorkerWatch(settings, dispatcher, bus, consumers) if consumers is not None else None
+        self._swept_at = float("-inf")
 
     def run_once(self, now: datetime | None = None, *, resume: bool = False) -> ReconcileReport:
         """One pass. ``resume``: this coordinator's first (see the module's docstring): whatever was
@@ -119,10 +123,22 @@ class Reconciler:
         for project_id, iteration_id in self._unadvanced(now):
             advance.advance(project_id, iteration_id, self.dispatcher, self.bus)
             report.advanced.append(iteration_id)
+        report.swept = self._sweep_workspaces()
         if self.watch is not None:  # last: its probe waits up to a second for the workers' replies
             watched = self.watch.check(now)
             report.no_workers, report.workers_back = watched.marked, watched.cleared
         return report
+
+    def _sweep_workspaces(self) -> list[str]:
+        """Every ``workspace_sweep_s``; a store that does not answer is tried at the next one."""
+        if time.monotonic() - self._swept_at < self.settings.workspace_sweep_s:
+            return []
+        self._swept_at = time.monotonic()
+        try:
+            return get_store(self.settings).sweep()
+        except ServiceUnavailable as exc:
+            log.warning("could not sweep the workspace store: %s", exc)
+            return []
 
     def _revive_or_fail(self, now: datetime, sent_before: datetime, report: ReconcileReport) -> None:
         stale = now - timedelta(seconds=self.settings.heartbeat_stale_s)
@@ -287,6 +303,7 @@ class Reconciler:
                 report.no_workers,
                 report.workers_back,
                 report.redelivered,
+                report.swept,
             )
         ):
             log.info("reconcile: %s", report)

@@ -32,3 +32,10 @@ class WorkspaceStore(Protocol):
     def discard(self, project_id: str) -> None:
         """Forget the project's workspace (a submission that failed after making it)."""
         ...
+
+    def sweep(self) -> list[str]:
+        """Delete what the store keeps that no workspace needs any more; what it deleted.
+
+        Run now and then by one replica (the reconcile lease's holder).
+        """
+        ...

@@ -27,3 +27,7 @@ class LocalStore:
 
     def discard(self, project_id: str) -> None:
         shutil.rmtree(self.path(project_id), ignore_errors=True)
+
+    def sweep(self) -> list[str]:
+        # A write leaves nothing beside the repository it changed.
+        return []

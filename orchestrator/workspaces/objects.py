@@ -8,7 +8,9 @@ of one and a crash between the upload and the database pointer leaves an orphan,
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -90,6 +92,18 @@ class Bucket:
             raise self._unavailable(exc) from exc
         with dest.open("wb") as out:
             shutil.copyfileobj(answer["Body"], out, 1024 * 1024)
+
+    def listing(self, prefix: str) -> Iterator[tuple[str, datetime]]:
+        """Every key under ``prefix`` and when its object was written."""
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.location.bucket, Prefix=prefix
+        )
+        try:
+            for page in pages:
+                for item in page.get("Contents", []):
+                    yield item["Key"], item["LastModified"]
+        except (ClientError, BotoCoreError) as exc:
+            raise self._unavailable(exc) from exc
 
     def delete(self, key: str) -> None:
         self._call("delete_object", Bucket=self.location.bucket, Key=key)

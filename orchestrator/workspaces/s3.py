@@ -31,6 +31,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -38,6 +39,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import delete, select
@@ -58,6 +60,11 @@ READ_ATTEMPTS = 5
 # Writes from one base to the next: a workspace is at most its base and this many increments
 # less one, which bounds what a read far behind applies and what the database holds for it.
 COMPACT_AFTER = 16
+# An object no row names, of a workspace with no head: how old it must be to be an orphan, not
+# the upload of a first write still to commit (its head is not visible before it does).
+ORPHAN_AGE_S = 3600.0
+# The name of every object the store makes, under its prefix (see _upload).
+_OBJECT_NAME = re.compile(r"(?P<project>[^/]+)/[0-9]{12}-[0-9a-f]{8}\.(?:bundle|pack)")
 # An increment's pack up to this size stays in its row; a larger one goes to the object store.
 INLINE_MAX_BYTES = 256 * 1024
 
@@ -148,6 +155,36 @@ class S3Store:
             shutil.rmtree(self.path(project_id), ignore_errors=True)
         self._forget(keys)
 
+    def sweep(self) -> list[str]:
+        """Delete the objects no row names: the uploads of writes that crashed before their
+        commit, and what a compaction replaced when deleting it failed. Returns their keys.
+
+        Each workspace is swept under its head's lock, so nothing unnamed can become named
+        meanwhile; one being written (its head locked) is left for the next sweep. A workspace
+        with no head loses only objects older than ``ORPHAN_AGE_S``.
+        """
+        prefix = self.bucket.location.key("")
+        found: dict[str, list[tuple[str, datetime]]] = {}
+        for key, written in self.bucket.listing(prefix):
+            ours = _OBJECT_NAME.fullmatch(key[len(prefix) :])
+            if ours:  # anything else under the prefix is not the store's to delete
+                found.setdefault(ours["project"], []).append((key, written))
+        old = utcnow() - timedelta(seconds=ORPHAN_AGE_S)
+        swept: list[str] = []
+        for project_id, objects in found.items():
+            with session_scope(self.database_url) as session:
+                locked = select(WorkspaceHead).where(WorkspaceHead.project_id == project_id)
+                head = session.scalars(locked.with_for_update(skip_locked=True)).first()
+                if head is not None:
+                    named = set(_keys(session, head))
+                    garbage = [key for key, _ in objects if key not in named]
+                elif session.get(WorkspaceHead, project_id) is None:
+                    garbage = [key for key, written in objects if written < old]
+                else:
+                    continue  # being written
+                swept += self._forget(garbage)
+        return swept
+
     def _publish(
         self, session: Session, bare: Path, head: WorkspaceHead, before: dict[str, str]
     ) -> list[str]:
@@ -226,13 +263,18 @@ class S3Store:
         self.bucket.put(key, data)
         return key
 
-    def _forget(self, keys: list[str]) -> None:
+    def _forget(self, keys: list[str]) -> list[str]:
+        """Delete the objects; the keys it could delete."""
+        deleted = []
         for key in keys:
             try:
                 self.bucket.delete(key)
             except ServiceUnavailable as exc:
                 # An orphan costs storage, not correctness: the rows name other objects.
                 log.warning("could not delete the replaced workspace object %s: %s", key, exc)
+            else:
+                deleted.append(key)
+        return deleted
 
     @contextmanager
     def _local_lock(self, project_id: str) -> Iterator[None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +31,8 @@ def s3() -> Iterator[ObjectStoreServer]:
 @pytest.fixture
 def stack(services: dict[str, str], s3: ObjectStoreServer, tmp_path: Path) -> Iterator[Stack]:
     bucket = s3.make_bucket("e2e-workspaces")
-    env = {**s3.env(bucket), "RAAS_DATA_DIR": str(tmp_path / "replica-a")}
+    # The lease holder sweeps the store at every pass (hourly by default).
+    env = {**s3.env(bucket), "RAAS_DATA_DIR": str(tmp_path / "replica-a"), "RAAS_WORKSPACE_SWEEP_S": "0.1"}
     running = Stack(log_dir=tmp_path / "logs", script=ROOT_DIR / "examples/scripts/hello.json", env=env)
     yield running.start()
     running.stop()
@@ -78,3 +80,12 @@ def test_a_project_runs_with_its_workspace_in_the_object_store_and_another_repli
     diff = stack.cli("diff", project_id)
     assert diff.returncode == 0, diff.stderr + stack.logs()
     assert '+print("Hello, Constellation!")' in diff.stdout
+
+    # When a write's upload is left in the bucket by a crash before its commit (no row names it)
+    orphan = f"workspaces/{project_id}/000000000099-0badf00d.pack"
+    s3.client().put_object(Bucket="e2e-workspaces", Key=orphan, Body=b"PACK")
+    # Then the lease holder's sweep deletes it, and only it
+    deadline = time.monotonic() + 60
+    while orphan in s3.keys("e2e-workspaces") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert s3.keys("e2e-workspaces") == keys, stack.logs()

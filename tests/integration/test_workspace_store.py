@@ -23,6 +23,7 @@ from sqlalchemy import select
 
 from orchestrator.scheduling import workspace
 from orchestrator.workspaces import LocalStore, check_store
+from orchestrator.workspaces import s3 as s3_store
 from orchestrator.workspaces.objects import Bucket, Location
 from orchestrator.workspaces.s3 import S3Store, refs
 from shared.db import session_scope
@@ -430,3 +431,55 @@ def test_the_refs_read_from_gits_files_are_the_ones_git_lists(tmp_path: Path) ->
     # Then reading git's files gives what git itself lists
     assert refs(bare) == dict(line.split(" ", 1) for line in listing.splitlines())
     assert "refs/raas/iterations/b" not in refs(bare)
+
+
+def test_the_sweep_deletes_only_objects_no_row_names_and_leaves_a_workspace_being_written(
+    s3: ObjectStoreServer, bucket: Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = S3Store(bucket, tmp_path / "cache-one", inline_max_bytes=0)
+    project_id = create(store, tmp_path, {"PLAN.md": "plan\n"})
+    base, bundle = iteration_bundle(store, project_id, tmp_path, "first")
+    push(store, project_id, base, bundle, "it-1")
+    named = named_keys(project_id)
+    assert len(named) == 2  # the base and the iteration's pack
+
+    def put(key: str) -> str:
+        s3.client().put_object(Bucket=bucket.location.bucket, Key=key, Body=b"PACK")
+        return key
+
+    # Given the upload of a write that crashed before its commit, a file under the prefix that
+    # is not the store's, and a fresh object of a workspace whose first write has not committed
+    crashed = put(f"workspaces/{project_id}/000000000003-0badf00d.pack")
+    foreign = put(f"workspaces/{project_id}/README.txt")
+    first_write = put("workspaces/not-yet-committed/000000000001-0123abcd.bundle")
+    # When the store is swept
+    swept = store.sweep()
+    # Then only the crashed write's upload goes
+    assert swept == [crashed]
+    assert sorted(s3.keys(bucket.location.bucket)) == sorted([*named, foreign, first_write])
+    # And a workspace being written is left alone until its write ends
+    writing, release = threading.Event(), threading.Event()
+    orphan = put(f"workspaces/{project_id}/000000000004-feedf00d.pack")
+
+    def hold() -> None:
+        with store.write(project_id):
+            writing.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert writing.wait(30)
+    try:
+        assert store.sweep() == []
+    finally:
+        release.set()
+        holder.join(30)
+    assert store.sweep() == [orphan]
+    # And an object of a workspace with no head goes once it is older than a first write can be
+    monkeypatch.setattr(s3_store, "ORPHAN_AGE_S", 0.0)
+    time.sleep(1.1)  # the bucket's clock counts whole seconds
+    assert store.sweep() == [first_write]
+    assert sorted(s3.keys(bucket.location.bucket)) == sorted([*named, foreign])
+    assert git(store.read(project_id), "rev-parse", "main") == git(
+        replica(bucket, tmp_path, "fresh").read(project_id), "rev-parse", "main"
+    )
