@@ -22,7 +22,10 @@ a failure, so the table shows every problem at once. A check holds for a project
   project with no delivery pushed nothing;
 - **nothing left**: no container labelled with the project, no iteration still running (nor
   queued, unless it waits for a paused project's resumption), nothing reserved on the project or
-  its iterations; and (one more row, the cluster's) every lease in force is held by a live replica.
+  its iterations; and (one more row, the cluster's) every lease in force is held by a live replica;
+  and (one more, the store's) once swept as the lease holder sweeps it, every object the workspace
+  store keeps is named by a row, but those of a workspace whose first write never committed (kept
+  until they are an hour old).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from orchestrator.workspaces.s3 import S3Store
 from shared.db import session_scope
 from shared.events import TERMINAL_EVENTS
 from shared.models import (
@@ -50,6 +54,7 @@ from shared.models import (
     ProjectStatus,
 )
 from shared.models.cluster import Lease
+from shared.models.workspaces import WorkspaceHead, WorkspaceIncrement
 from tests.support.faults import (
     Follower,
     Rig,
@@ -304,6 +309,24 @@ def check_nothing_left(rig: Rig, subject: Subject) -> None:
         reserved_now = project.reserved_usd
     assert claimed == 0, f"{claimed} iterations still {' or '.join(u.value for u in unfinished)}"
     assert reserved_now == 0 == held, f"still reserved: project ${reserved_now}, iterations ${held}"
+
+
+def check_store(rig: Rig, store: S3Store) -> tuple[int, int]:
+    """Sweep the store (the uploads of writes a fault cut off before their commit go), then every
+    object it keeps is named by a row, or is of a workspace with no head; returns how many were
+    swept and how many are kept."""
+    swept = store.sweep()
+    prefix = store.bucket.location.key("")
+    kept = [key for key, _ in store.bucket.listing(prefix)]
+    with session_scope(rig.database_url) as session:
+        heads = {head.project_id: head.object_key for head in session.scalars(select(WorkspaceHead))}
+        packs = session.scalars(select(WorkspaceIncrement.object_key)).all()
+    named = {*heads.values(), *packs}
+    unnamed = [key for key in kept if key not in named and key[len(prefix) :].split("/")[0] in heads]
+    assert not unnamed, f"{len(unnamed)} object(s) no row names after the sweep, e.g. {unnamed[0]}"
+    missing = sorted(key for key in named - set(kept) if key is not None)
+    assert not missing, f"{len(missing)} object(s) a row names are not in the store, e.g. {missing[0]}"
+    return len(swept), len(kept)
 
 
 def check_leases(rig: Rig) -> int:

@@ -35,7 +35,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
+from orchestrator.workspaces.objects import Bucket, Location
+from orchestrator.workspaces.s3 import S3Store
 from shared.settings import get_settings
 from tests.support.faults import (
     PG_BIN,
@@ -216,6 +219,19 @@ class Services:
     def s3_endpoint(self) -> str:
         assert self.s3_gate is not None
         return f"http://127.0.0.1:{self.s3_gate.port}"
+
+    def workspace_store(self, cache_dir: Path) -> S3Store:
+        """The stack's workspace store, for this process's own checks (its credentials scoped
+        to the client's making: boto3 reads them then)."""
+        keys = {
+            "AWS_ACCESS_KEY_ID": _S3_CREDENTIALS["aws_access_key_id"],
+            "AWS_SECRET_ACCESS_KEY": _S3_CREDENTIALS["aws_secret_access_key"],
+            "AWS_DEFAULT_REGION": _S3_CREDENTIALS["region_name"],
+        }
+        with mock.patch.dict(os.environ, keys):
+            bucket = Bucket(Location(S3_BUCKET, "workspaces"), self.s3_endpoint)
+        assert self.postgres is not None
+        return S3Store(bucket, cache_dir, self.postgres.url)
 
     @property
     def coordinator_url(self) -> str:

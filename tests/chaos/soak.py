@@ -416,6 +416,12 @@ def _check_all(
         table.record("delivered once", pid, lambda s=subject: checks.check_delivery(rig, s, server, forge))
         table.record("nothing left", pid, lambda s=subject: checks.check_nothing_left(rig, s))
     leases = table.record("nothing left", "cluster", lambda: checks.check_leases(rig)) or 0
+    in_store = ""
+    if cluster.config.store == "s3":
+        store = cluster.services.workspace_store(cluster.root / "store-check")
+        objects = table.record("nothing left", "store", lambda: checks.check_store(rig, store))
+        if objects:
+            in_store = f"; store: {objects[0]} orphan(s) swept, {objects[1]} object(s) left"
     rows = cluster.statuses([s.project_id for s in subjects])
     ends = Counter(
         row.status.value + (f" ({row.pause_reason.value})" if row.pause_reason else "")
@@ -437,7 +443,7 @@ def _check_all(
     pulls = sum(1 for p in forge.pulls(REPO))
     branches = sum(1 for b in server.branches(REPO) if b.startswith("raas/") and b.endswith("/project"))
     table.notes["nothing left"] = (
-        f"projects and the cluster; {leases} lease(s) in force, held by live replicas"
+        f"projects and the cluster; {leases} lease(s) in force, held by live replicas{in_store}"
     )
     table.notes["delivered once"] = f"{branches} project branches, {pulls} pull requests"
     say("checked")
