@@ -200,8 +200,11 @@ class S3Store:
         replaced: list[str] = []
         if head.object_key is None or generation - head.base_generation >= self.compact_after:
             replaced = _keys(session, head)
-            bundle = git_bytes(bare, "bundle", "create", "-q", "-", "--all")
-            head.object_key = self._upload(project_id, generation, bundle, "bundle")
+            # Through a file, not memory: a base is the whole repository (up to the 200 MiB limit).
+            with tempfile.TemporaryDirectory(prefix="raas-ws-", dir=self.cache_dir) as tmp:
+                bundle = Path(tmp) / "base.bundle"
+                git(bare, "bundle", "create", "-q", str(bundle), "--all")
+                head.object_key = self._upload(project_id, generation, bundle, "bundle")
             head.base_generation = generation
             session.execute(delete(WorkspaceIncrement).where(WorkspaceIncrement.project_id == project_id))
         else:
@@ -256,7 +259,7 @@ class S3Store:
                 git(bare, "update-ref", "--stdin", input_="".join(lines).encode())
         _set_generation(bare, plan.generation)
 
-    def _upload(self, project_id: str, generation: int, data: bytes, kind: str) -> str:
+    def _upload(self, project_id: str, generation: int, data: Path | bytes, kind: str) -> str:
         # A fresh name each time: a writer that crashed after its upload never collides with the
         # next writer of the same generation.
         key = self.bucket.location.key(f"{project_id}/{generation:012d}-{secrets.token_hex(4)}.{kind}")
