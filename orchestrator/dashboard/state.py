@@ -15,7 +15,7 @@ from orchestrator.queries import cost_series
 from orchestrator.queries.costs import CALL_SUMS, CostLine, cost_line
 from orchestrator.scheduling.lookup import get_project_row
 from shared.db import session_scope
-from shared.models import Agent, Iteration, Message, Project, Task
+from shared.models import Agent, Iteration, IterationStatus, Message, Project, Task
 from shared.schemas import IterationOut
 
 
@@ -37,19 +37,24 @@ def project_state(project_id: str) -> dict[str, Any]:
         agents = session.scalars(
             select(Agent).where(Agent.project_id == project_id).order_by(Agent.created_at, Agent.id)
         ).all()
-        spans = {
-            agent_id: (first, last, running)
-            for agent_id, first, last, running in session.execute(
-                select(
-                    Iteration.agent_id,
-                    func.min(Iteration.started_at),
-                    func.max(Iteration.finished_at),
-                    func.count(Iteration.id).filter(Iteration.finished_at.is_(None)),
-                )
-                .where(Iteration.project_id == project_id)
-                .group_by(Iteration.agent_id)
+        spans: dict[str, tuple[datetime | None, datetime | None, int]] = {}
+        unadvanced = 0
+        for agent_id, first, last, running, waiting in session.execute(
+            select(
+                Iteration.agent_id,
+                func.min(Iteration.started_at),
+                func.max(Iteration.finished_at),
+                func.count(Iteration.id).filter(Iteration.finished_at.is_(None)),
+                func.count(Iteration.id).filter(
+                    Iteration.status.in_([IterationStatus.SUCCEEDED, IterationStatus.FAILED]),
+                    Iteration.advanced.is_(False),
+                ),
             )
-        }
+            .where(Iteration.project_id == project_id)
+            .group_by(Iteration.agent_id)
+        ):
+            spans[agent_id] = (first, last, running)
+            unadvanced += waiting
         calls = {
             row[0]: cost_line(row[0], tuple(row[1:]))
             for row in session.execute(
@@ -60,7 +65,10 @@ def project_state(project_id: str) -> dict[str, Any]:
         }
         keys = {t.id: t.key for t in tasks}
         state: dict[str, Any] = {
-            "project": _project(project),
+            # An iteration has ended and the coordinator has not yet acted on it: the rows are about
+            # to change (an agent done, its parent scheduled) with no event to say so, because
+            # an advance publishes none of its own. The page reads the state again until it settles.
+            "project": {**_project(project), "settling": unadvanced > 0 and not project.status.is_terminal},
             "tasks": [
                 {
                     "key": t.key,

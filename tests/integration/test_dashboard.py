@@ -20,11 +20,12 @@ from orchestrator.api.tenants import authenticate, create_tenant
 from orchestrator.dashboard import DashboardOptions, actions, mount_dashboard, pages, stream
 from orchestrator.dashboard.sessions import COOKIE
 from orchestrator.queries.workers import WorkerInfo
+from orchestrator.scheduling.advance import advance
 from shared import events
 from shared.db import session_scope
 from shared.event_payloads import AgentOutputChunk, ProjectStarted
 from shared.events import RedisBus
-from shared.models import Project, ProjectStatus, utcnow
+from shared.models import Agent, Iteration, IterationStatus, Project, ProjectStatus, utcnow
 from shared.settings import get_settings
 from tests.support.dashboard import Server
 from tests.support.engine import RecordingDispatcher
@@ -272,6 +273,32 @@ def test_the_event_stream_resumes_after_last_event_id_then_goes_live_with_no_gap
     assert history == [3, 4, 5]
     assert live == list(range(6, 46))
     assert messages <= 10
+
+
+def test_the_state_says_it_is_settling_while_an_ended_iteration_waits_for_the_coordinator(site: Site) -> None:
+    # An advance changes rows (an agent done, its parent scheduled) and publishes no event of its
+    # own: the page reads the state again while it says so, or it shows the agent still working.
+    project_id = _project(site.tenant_id, status=ProjectStatus.PAUSED)
+    with session_scope() as session:
+        agent = Agent(project_id=project_id, category="searcher", created_at=utcnow())
+        session.add(agent)
+        session.flush()
+        ended = Iteration(
+            project_id=project_id,
+            agent_id=agent.id,
+            number=1,
+            status=IterationStatus.SUCCEEDED,
+            created_at=utcnow(),
+            finished_at=utcnow(),
+        )
+        session.add(ended)
+        session.flush()
+        iteration_id = ended.id
+    client = site.client(site.token)
+    url = f"/ui/projects/{project_id}/state.json"
+    assert client.get(url).json()["project"]["settling"] is True
+    advance(project_id, iteration_id, RecordingDispatcher(), site.bus)
+    assert client.get(url).json()["project"]["settling"] is False
 
 
 def test_an_idle_stream_gets_heartbeats(site: Site) -> None:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 WORKSPACE = "/workspace"
 DRAIN_AFTER_EXIT_S = 0.2  # output still arriving from background processes after the command ends
 BACKSTOP_S = 2.0  # our own kill, in case `timeout` itself is stuck or missing
+GONE_WITHIN_S = 2.0  # how long a killed process group may take to exit and be reaped
 GLOB_LIMIT = 1000
 CHUNK = 1 << 16  # a pipe's worth; bigger reads are slower (fresh 1 MiB buffers fault in)
 _TIMEOUT_FOUND: bool | None = None
@@ -155,6 +156,22 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def _wait_group_gone(pid: int, within_s: float) -> None:
+    """Wait until no process of group ``pid`` is left, not even a zombie.
+
+    SIGKILL is delivered at once but each process exits when next scheduled, and its orphaned
+    zombie waits for PID 1 to reap it: on a busy host a fork bomb's sixty processes take a while.
+    A call that returns with them still there would leave the next call short of pids.
+    """
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
+
+
 class _Cap:
     """Keeps the first and last halves of at most ``limit`` bytes and counts what is cut."""
 
@@ -255,6 +272,7 @@ def run_capped(
         if proc.stdout is not None:
             proc.stdout.close()
         code = proc.wait()
+        _wait_group_gone(proc.pid, GONE_WITHIN_S)
     code = 128 - code if code < 0 else code  # killed by signal N: 128+N, as a shell reports it
     timed_out = code == 137 and elapsed >= timeout_s - 0.05
     return {

@@ -77,14 +77,32 @@
     };
     let running = null;
     let again = false;
+    // While the state says an ended iteration waits for the coordinator (project.settling), read
+    // it again: that advance changes rows without an event of its own. Backs off to 5 s, so a
+    // coordinator that is down is not hammered; and a failed read tries again the same way.
+    let settleTimer = null;
+    let settleDelay = 250;
+    function settleLater() {
+      if (settleTimer) return;
+      settleTimer = setTimeout(() => { settleTimer = null; store.refresh(); }, settleDelay);
+      settleDelay = Math.min(settleDelay * 2, 5000);
+    }
     // One read at a time; a change during a read asks for one more after it.
     store.refresh = function () {
       if (running) { again = true; return running; }
       running = (async () => {
         do {
           again = false;
-          const answer = await fetch(base + "/state.json", { credentials: "same-origin" });
-          if (answer.ok) store.set(await answer.json());
+          let state = null;
+          try {
+            const answer = await fetch(base + "/state.json", { credentials: "same-origin" });
+            if (answer.ok) state = await answer.json();
+          } catch (err) {
+            console.error(err);
+          }
+          if (state) store.set(state);
+          if (!state || state.project.settling) settleLater();
+          else settleDelay = 250;
         } while (again);
         running = null;
       })();
