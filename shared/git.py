@@ -6,6 +6,7 @@ and a worker moves commits to and from it as bundles over HTTP.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Sequence
@@ -32,11 +33,28 @@ RESULT_REF = "raas-result"
 
 
 def _run(
-    cwd: Path, args: Sequence[str], gitdir: Path | None, env: dict[str, str] | None, input_: bytes | None
+    cwd: Path,
+    args: Sequence[str],
+    gitdir: Path | None,
+    env: dict[str, str] | None,
+    input_: bytes | Path | None,
+    output: Path | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     where = (f"--git-dir={gitdir}", f"--work-tree={cwd}") if gitdir is not None else ()
     argv = ["git", *_BASE_CONFIG, *where, *args]
-    return subprocess.run(argv, cwd=cwd, env=env, input=input_, capture_output=True, check=False)
+    with contextlib.ExitStack() as files:
+        stdin = files.enter_context(input_.open("rb")) if isinstance(input_, Path) else None
+        stdout = files.enter_context(output.open("wb")) if output is not None else subprocess.PIPE
+        return subprocess.run(
+            argv,
+            cwd=cwd,
+            env=env,
+            input=input_ if isinstance(input_, bytes) else None,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
 
 
 def git(
@@ -44,7 +62,7 @@ def git(
     *args: str,
     gitdir: Path | None = None,
     env: dict[str, str] | None = None,
-    input_: bytes | None = None,
+    input_: bytes | Path | None = None,
 ) -> str:
     """Run ``git args`` in ``cwd`` and return its stdout.
 
@@ -54,22 +72,21 @@ def git(
     by git on the host. Hooks are disabled everywhere; every directory is trusted because the
     work tree belongs to the sandbox's uid.
     """
-    return git_bytes(cwd, *args, gitdir=gitdir, env=env, input_=input_).decode(errors="replace").strip()
-
-
-def git_bytes(
-    cwd: Path,
-    *args: str,
-    gitdir: Path | None = None,
-    env: dict[str, str] | None = None,
-    input_: bytes | None = None,
-) -> bytes:
-    """:func:`git`, with stdout as it came: for what is not text (a bundle written to ``-``)."""
     proc = _run(cwd, args, gitdir, env, input_)
+    _check(args, proc)
+    return proc.stdout.decode(errors="replace").strip()
+
+
+def git_to_file(cwd: Path, *args: str, output: Path, input_: bytes | Path | None = None) -> None:
+    """:func:`git` whose stdout goes to the file ``output``: a pack as big as the repository
+    stays out of memory."""
+    _check(args, _run(cwd, args, None, None, input_, output))
+
+
+def _check(args: Sequence[str], proc: subprocess.CompletedProcess[bytes]) -> None:
     if proc.returncode != 0:
         msg = f"git {args[0]} failed: {proc.stderr.decode(errors='replace').strip()}"
         raise GitError(msg)
-    return proc.stdout
 
 
 def ignore_by_default(workdir: Path, gitdir: Path, patterns: Sequence[str]) -> None:

@@ -49,7 +49,7 @@ from sqlalchemy.orm import Session
 from orchestrator.workspaces.objects import Bucket, ObjectMissing
 from shared.db import session_scope
 from shared.errors import ServiceUnavailable
-from shared.git import git, git_bytes
+from shared.git import git, git_to_file
 from shared.models.base import utcnow
 from shared.models.workspaces import WorkspaceHead, WorkspaceIncrement
 
@@ -95,7 +95,7 @@ class S3Store:
             with session_scope(self.database_url) as session:
                 head = session.get(WorkspaceHead, project_id)
                 current = (
-                    head is None or head.object_key is None or cached_generation(bare) >= head.generation
+                    head is None or head.object_key is None or cached_generation(bare) == head.generation
                 )
             if current:
                 return bare
@@ -215,11 +215,13 @@ class S3Store:
             }
             new_tips = sorted({sha for sha in changed.values() if sha is not None})
             increment = WorkspaceIncrement(project_id=project_id, generation=generation, refs=changed)
-            pack = _added_objects(bare, new_tips, sorted(set(before.values()))) if new_tips else None
-            if pack is not None and len(pack) > self.inline_max_bytes:
-                increment.object_key = self._upload(project_id, generation, pack, "pack")
-            else:
-                increment.pack = pack
+            with tempfile.TemporaryDirectory(prefix="raas-ws-", dir=self.cache_dir) as tmp:
+                pack = Path(tmp) / "added.pack"
+                if new_tips and _added_objects(bare, new_tips, sorted(set(before.values())), pack):
+                    if pack.stat().st_size > self.inline_max_bytes:
+                        increment.object_key = self._upload(project_id, generation, pack, "pack")
+                    else:
+                        increment.pack = pack.read_bytes()
             session.add(increment)
         head.generation = generation
         head.updated_at = utcnow()
@@ -235,12 +237,12 @@ class S3Store:
             base = Path(tmp) / "base.bundle"
             if plan.base_key is not None:
                 self.bucket.get(plan.base_key, base)
-            packs = []
+            packs: list[bytes | Path] = []
             for step in plan.steps:
                 if step.object_key is not None:
                     stored = Path(tmp) / f"{step.generation}.pack"
                     self.bucket.get(step.object_key, stored)
-                    packs.append(stored.read_bytes())
+                    packs.append(stored)
                 elif step.pack is not None:
                     packs.append(step.pack)
             _set_generation(bare, None)
@@ -398,18 +400,20 @@ def _refs_from_git(bare: Path) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in listing.splitlines())
 
 
-def _added_objects(bare: Path, new_tips: list[str], old_tips: list[str]) -> bytes | None:
-    """A pack of the objects ``new_tips`` reach and ``old_tips`` do not; None when there are none
-    (the refs moved back, or to objects the previous generation has).
+def _added_objects(bare: Path, new_tips: list[str], old_tips: list[str], pack: Path) -> bool:
+    """Write to ``pack`` a pack of the objects ``new_tips`` reach and ``old_tips`` do not; False
+    when there are none (the refs moved back, or to objects the previous generation has).
 
-    A pack and not a bundle: one git process where ``bundle create`` runs two, and a reader
-    indexes it straight from memory; the refs a bundle would carry are in the increment's row.
-    Not thin: it holds every object it needs, so any cache at the previous generation takes it.
+    A pack and not a bundle: one git process where ``bundle create`` runs two, and the refs a
+    bundle would carry are in the increment's row. Not thin: it holds every object it needs, so
+    any cache at the previous generation takes it. Through a file: an iteration may add as much
+    as the workspace's limit.
     """
     revisions = "".join(f"{sha}\n" for sha in new_tips) + "".join(f"^{sha}\n" for sha in old_tips)
-    pack = git_bytes(bare, "pack-objects", "--revs", "--stdout", "-q", input_=revisions.encode())
+    git_to_file(bare, "pack-objects", "--revs", "--stdout", "-q", output=pack, input_=revisions.encode())
     # The header: "PACK", the version, then the number of objects.
-    return pack if int.from_bytes(pack[8:12], "big") else None
+    with pack.open("rb") as header:
+        return int.from_bytes(header.read(12)[8:12], "big") > 0
 
 
 def _keys(session: Session, head: WorkspaceHead) -> list[str]:

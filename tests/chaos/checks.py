@@ -54,7 +54,7 @@ from shared.models import (
     ProjectStatus,
 )
 from shared.models.cluster import Lease
-from shared.models.workspaces import WorkspaceHead, WorkspaceIncrement
+from shared.models.workspaces import WorkspaceHead
 from tests.support.faults import (
     Follower,
     Rig,
@@ -67,6 +67,7 @@ from tests.support.faults import (
 )
 from tests.support.forge import FakeForge
 from tests.support.git_server import GitServer, git
+from tests.support.object_store import named_keys
 from tests.support.replicas import holder_process
 
 from .workload import REPO, ProjectPlan
@@ -319,12 +320,11 @@ def check_store(rig: Rig, store: S3Store) -> tuple[int, int]:
     prefix = store.bucket.location.key("")
     kept = [key for key, _ in store.bucket.listing(prefix)]
     with session_scope(rig.database_url) as session:
-        heads = {head.project_id: head.object_key for head in session.scalars(select(WorkspaceHead))}
-        packs = session.scalars(select(WorkspaceIncrement.object_key)).all()
-    named = {*heads.values(), *packs}
+        heads = set(session.scalars(select(WorkspaceHead.project_id)))
+    named = set(named_keys(rig.database_url))
     unnamed = [key for key in kept if key not in named and key[len(prefix) :].split("/")[0] in heads]
     assert not unnamed, f"{len(unnamed)} object(s) no row names after the sweep, e.g. {unnamed[0]}"
-    missing = sorted(key for key in named - set(kept) if key is not None)
+    missing = sorted(named - set(kept))
     assert not missing, f"{len(missing)} object(s) a row names are not in the store, e.g. {missing[0]}"
     return len(swept), len(kept)
 

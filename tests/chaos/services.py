@@ -48,6 +48,7 @@ from tests.support.faults import (
     wait_until,
 )
 from tests.support.loopback import free_port
+from tests.support.object_store import CREDENTIALS, ObjectStoreServer
 from tests.support.proxies import TcpProxy
 from tests.support.replicas import Haproxy
 from tests.support.stack import wait_http
@@ -148,6 +149,7 @@ class Services:
     docker_proxy: DockerSocketProxy | None = None
     dockerd: PrivateDockerd | None = None
     s3_gate: TcpProxy | None = None
+    s3: ObjectStoreServer | None = None  # as its clients reach it: through the gate a fault cuts
     coordinator_ports: list[int] = field(default_factory=list)
     balancer: Haproxy | None = None
     balancer_port: int | None = None
@@ -188,19 +190,17 @@ class Services:
     def _start_s3(self) -> None:
         port = free_port()
         with (self.root / "moto.log").open("ab") as log:
-            self._procs.append(
-                subprocess.Popen(
-                    ["moto_server", "-H", "127.0.0.1", "-p", str(port)],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )  # fmt: skip
+            proc = subprocess.Popen(
+                ["moto_server", "-H", "127.0.0.1", "-p", str(port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
+        self._procs.append(proc)
         wait_http(f"http://127.0.0.1:{port}/moto-api/")
         self.s3_gate = TcpProxy(port)
-        import boto3  # only the s3 store needs it
-
-        boto3.client("s3", endpoint_url=self.s3_endpoint, **_S3_CREDENTIALS).create_bucket(Bucket=S3_BUCKET)
+        self.s3 = ObjectStoreServer(f"http://127.0.0.1:{self.s3_gate.port}", proc)
+        self.s3.make_bucket(S3_BUCKET)
 
     def _start_balancer(self) -> None:
         """HAProxy in front of the coordinators, as docs/deploy.md configures it."""
@@ -215,21 +215,12 @@ class Services:
             return self.dockerd.docker_host
         return self.docker_proxy.docker_host if self.docker_proxy is not None else None
 
-    @property
-    def s3_endpoint(self) -> str:
-        assert self.s3_gate is not None
-        return f"http://127.0.0.1:{self.s3_gate.port}"
-
     def workspace_store(self, cache_dir: Path) -> S3Store:
         """The stack's workspace store, for this process's own checks (its credentials scoped
         to the client's making: boto3 reads them then)."""
-        keys = {
-            "AWS_ACCESS_KEY_ID": _S3_CREDENTIALS["aws_access_key_id"],
-            "AWS_SECRET_ACCESS_KEY": _S3_CREDENTIALS["aws_secret_access_key"],
-            "AWS_DEFAULT_REGION": _S3_CREDENTIALS["region_name"],
-        }
-        with mock.patch.dict(os.environ, keys):
-            bucket = Bucket(Location(S3_BUCKET, "workspaces"), self.s3_endpoint)
+        assert self.s3 is not None
+        with mock.patch.dict(os.environ, CREDENTIALS):
+            bucket = Bucket(Location(S3_BUCKET, "workspaces"), self.s3.endpoint)
         assert self.postgres is not None
         return S3Store(bucket, cache_dir, self.postgres.url)
 
@@ -250,14 +241,8 @@ class Services:
         }
         if self.docker_host is not None:
             env["DOCKER_HOST"] = self.docker_host
-        if self.store == "s3":
-            env |= {
-                "RAAS_WORKSPACE_STORE": f"s3://{S3_BUCKET}/workspaces",
-                "RAAS_S3_ENDPOINT_URL": self.s3_endpoint,
-                "AWS_ACCESS_KEY_ID": _S3_CREDENTIALS["aws_access_key_id"],
-                "AWS_SECRET_ACCESS_KEY": _S3_CREDENTIALS["aws_secret_access_key"],
-                "AWS_DEFAULT_REGION": _S3_CREDENTIALS["region_name"],
-            }
+        if self.s3 is not None:
+            env |= self.s3.env(S3_BUCKET)
         return env
 
     # --- the faults ------------------------------------------------------------------------
@@ -311,10 +296,3 @@ class Services:
         if self.postgres is not None and self.postgres.running():
             with contextlib.suppress(RuntimeError):
                 self.postgres.stop("immediate")
-
-
-_S3_CREDENTIALS = {
-    "aws_access_key_id": "chaos",
-    "aws_secret_access_key": "chaos-secret",
-    "region_name": "us-east-1",
-}

@@ -33,7 +33,7 @@ from shared.models import new_id
 from shared.models.workspaces import WorkspaceHead, WorkspaceIncrement
 from shared.settings import Settings
 from tests.support.loopback import free_port
-from tests.support.object_store import ObjectStoreServer, moto_server
+from tests.support.object_store import ObjectStoreServer, moto_server, named_keys
 
 pytestmark = pytest.mark.integration
 
@@ -156,7 +156,7 @@ def test_a_write_that_fails_publishes_nothing(s3: ObjectStoreServer, bucket: Buc
     refs = git(store.read(project_id), "for-each-ref", "--format=%(refname)")
     assert "refs/raas/half-done" not in refs.splitlines()
     # And the bucket holds what the rows name and nothing else: the failed write stored nothing
-    assert sorted(s3.keys(bucket.location.bucket)) == named_keys(project_id)
+    assert s3.keys(bucket.location.bucket) == named_keys(project_id=project_id)
 
 
 def rows_of(project_id: str) -> tuple[WorkspaceHead, list[WorkspaceIncrement]]:
@@ -169,11 +169,6 @@ def rows_of(project_id: str) -> tuple[WorkspaceHead, list[WorkspaceIncrement]]:
             .order_by(WorkspaceIncrement.generation)
         ).all()
         return head, list(steps)
-
-
-def named_keys(project_id: str) -> list[str]:
-    head, steps = rows_of(project_id)
-    return sorted(key for key in [head.object_key, *(step.object_key for step in steps)] if key)
 
 
 def object_size(s3: ObjectStoreServer, bucket: Bucket, key: str) -> int:
@@ -204,7 +199,7 @@ def test_a_write_stores_what_it_added_and_a_compaction_deletes_what_it_replaced(
         sizes = [object_size(s3, bucket, str(step.object_key)) for step in steps]
         assert all(step.pack is None for step in steps)
     assert all(0 < size * 5 < base_size for size in sizes)
-    assert sorted(s3.keys(bucket.location.bucket)) == named_keys(project_id)
+    assert s3.keys(bucket.location.bucket) == named_keys(project_id=project_id)
     # And a replica that never saw the workspace reads it from the base and the increments
     assert git(replica(bucket, tmp_path, "fresh").read(project_id), "rev-parse", "main") == git(
         store.read(project_id), "rev-parse", "main"
@@ -217,7 +212,10 @@ def test_a_write_stores_what_it_added_and_a_compaction_deletes_what_it_replaced(
     head, steps = rows_of(project_id)
     assert (head.generation, head.base_generation, steps) == (4, 4, [])
     deadline = time.monotonic() + 30
-    while sorted(s3.keys(bucket.location.bucket)) != named_keys(project_id) and time.monotonic() < deadline:
+    while (
+        sorted(s3.keys(bucket.location.bucket)) != named_keys(project_id=project_id)
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     assert s3.keys(bucket.location.bucket) == [head.object_key]
     # And a replica that never saw the workspace reads every iteration from the base alone
@@ -270,6 +268,24 @@ def test_a_replica_writes_behind_takes_the_increments_with_their_ref_moves_and_d
     with one.write(project_id):
         pass
     assert generation(project_id) == head.generation
+
+
+def test_a_cache_ahead_of_the_head_is_rebuilt_not_trusted(bucket: Bucket, tmp_path: Path) -> None:
+    # The database restored from a backup taken one write ago: the head is a generation behind
+    # what a replica's cache holds, and that cache's main is a commit the store no longer has.
+    one, other = replica(bucket, tmp_path, "one"), replica(bucket, tmp_path, "other")
+    project_id = create(one, tmp_path, {"PLAN.md": "plan\n"})
+    first_main = git(other.read(project_id), "rev-parse", "main")
+    base, bundle = iteration_bundle(one, project_id, tmp_path, "lost")
+    push(one, project_id, base, bundle, "it-lost")
+    assert git(other.read(project_id), "rev-parse", "main") != first_main
+    with session_scope() as session:
+        head = session.get_one(WorkspaceHead, project_id)
+        session.delete(session.get_one(WorkspaceIncrement, (project_id, head.generation)))
+        head.generation -= 1
+    # Then both replicas read main as the restored head has it
+    assert git(other.read(project_id), "rev-parse", "main") == first_main
+    assert git(one.read(project_id), "rev-parse", "main") == first_main
 
 
 def test_two_writers_of_one_workspace_take_turns_and_main_moves_only_from_its_base(
@@ -440,7 +456,7 @@ def test_the_sweep_deletes_only_objects_no_row_names_and_leaves_a_workspace_bein
     project_id = create(store, tmp_path, {"PLAN.md": "plan\n"})
     base, bundle = iteration_bundle(store, project_id, tmp_path, "first")
     push(store, project_id, base, bundle, "it-1")
-    named = named_keys(project_id)
+    named = named_keys(project_id=project_id)
     assert len(named) == 2  # the base and the iteration's pack
 
     def put(key: str) -> str:

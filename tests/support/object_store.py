@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from sqlalchemy import select
 
+from shared.db import session_scope
+from shared.models.workspaces import WorkspaceHead, WorkspaceIncrement
 from tests.support.loopback import listening_process
 
 CREDENTIALS = {
@@ -58,6 +61,19 @@ def _boto_credentials() -> dict[str, str]:
         "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         "region_name": CREDENTIALS["AWS_DEFAULT_REGION"],
     }
+
+
+def named_keys(database_url: str | None = None, project_id: str | None = None) -> list[str]:
+    """The objects the workspace rows name (the heads' bases, the increments' packs), of one
+    project or all: what the store must keep, and all it may keep. Read from the tables here, not
+    through the store's own code, which is what the tests check."""
+    heads, packs = select(WorkspaceHead.object_key), select(WorkspaceIncrement.object_key)
+    if project_id is not None:
+        heads = heads.where(WorkspaceHead.project_id == project_id)
+        packs = packs.where(WorkspaceIncrement.project_id == project_id)
+    with session_scope(database_url) as session:
+        keys = [*session.scalars(heads), *session.scalars(packs)]
+    return sorted(key for key in keys if key is not None)
 
 
 @contextmanager
