@@ -17,27 +17,38 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from shared import events
 from shared.db import session_scope
-from shared.models import Event
+from shared.models import Delivery, DeliveryStatus, Event
 from shared.schemas import EventOut
 
 log = logging.getLogger(__name__)
 POLL_INTERVAL_S = 1.0
 PAGE = 1000  # events read from the database at a time
+# How long a follow waits after the end for the deliveries it decided: a push and a pull request
+# take seconds; one still pending later is being retried (the reconcile loop) and `raas status`
+# shows it, while a follower that never ended would hang the script that runs it.
+DELIVERY_WAIT_S = 300.0
 
 
 # A delivered project runs again for each pull request round, which ends with round_finished.
 _ENDS = events.TERMINAL_EVENTS | {events.ROUND_FINISHED}
 
 
-def _runs_again(project_id: str, after_seq: int) -> bool:
-    """Whether a pull request round started after this end (then following goes on to it); an
-    unreachable database says no: the stream ends there, as it did before rounds."""
-    later = select(Event.seq).where(
-        Event.project_id == project_id, Event.seq > after_seq, Event.type == events.ROUND_STARTED
+def _goes_on(project_id: str, end_seq: int) -> bool:
+    """Whether the project has more to say after the end at ``end_seq``: a pull request round
+    started after it, or a delivery its end decided is still pending (its branch, its pull
+    request and the project's ``project_delivered`` come after ``project_completed``). An
+    unreachable database says no: the stream ends there."""
+    round_started = select(Event.seq).where(
+        Event.project_id == project_id, Event.seq > end_seq, Event.type == events.ROUND_STARTED
+    )
+    delivering = select(Delivery.id).where(
+        Delivery.project_id == project_id, Delivery.status == DeliveryStatus.PENDING
     )
     try:
         with session_scope() as session:
-            return session.scalars(later.limit(1)).first() is not None
+            return any(
+                session.scalars(query.limit(1)).first() is not None for query in (round_started, delivering)
+            )
     except (OperationalError, InterfaceError):
         return False
 
@@ -99,13 +110,16 @@ def follow(
     only when a live message shows a gap (or repeats one) or ``poll_interval_s`` passes without
     one: a message pub/sub dropped is found within one interval.
 
-    Stops after a terminal event, or after ``idle_timeout_s`` with nothing new.
+    Stops after a terminal event and the deliveries it decided, or after ``idle_timeout_s`` with
+    nothing new.
     """
     live = _Live(redis_url, project_id)
     # Subscribe before reading history so nothing published in between is missed.
     live.wait(0)
     last = after_seq
     idle_since = time.monotonic()
+    ended: int | None = None  # the seq of the last end, while what comes after it is awaited
+    ended_at = 0.0
     try:
         batch = _from_db(project_id, last)
         while True:
@@ -115,8 +129,14 @@ def follow(
                 last = event.seq
                 idle_since = time.monotonic()
                 yield event
-                if event.type in _ENDS and not _runs_again(project_id, last):
-                    return
+                if event.type in _ENDS:
+                    ended, ended_at = last, event.ts.timestamp()  # a past end waits no more
+                elif event.type == events.ROUND_STARTED:
+                    ended = None
+            if ended is not None and (
+                time.time() - ended_at > DELIVERY_WAIT_S or not _goes_on(project_id, ended)
+            ):
+                return
             wait_s = poll_interval_s
             if idle_timeout_s is not None:
                 idle_left_s = idle_timeout_s - (time.monotonic() - idle_since)

@@ -15,9 +15,16 @@ import redis
 from orchestrator.queries.follow import follow
 from shared import events
 from shared.db import session_scope
-from shared.event_payloads import AgentOutputChunk, ProjectCompleted, ProjectFailed, PromptUpdated, payload
+from shared.event_payloads import (
+    AgentOutputChunk,
+    DeliveryPushed,
+    ProjectCompleted,
+    ProjectFailed,
+    PromptUpdated,
+    payload,
+)
 from shared.events import NullBus, RedisBus
-from shared.models import Project, utcnow
+from shared.models import Delivery, DeliveryKind, DeliveryStatus, Project, utcnow
 
 pytestmark = pytest.mark.integration
 _COMPLETED = ProjectCompleted(tasks=1)
@@ -116,3 +123,42 @@ def test_a_published_event_reaches_a_follower_live_without_waiting_for_a_poll(
             client.publish(events.channel(project_id), end.model_dump_json())
         consumer.join(timeout=30)
     assert not consumer.is_alive()
+
+
+def test_a_follower_goes_on_past_the_end_until_the_delivery_it_decided_is_done(
+    project_id: str, redis_url: str
+) -> None:
+    # Given a project whose end decided a delivery (the outbox row, written with the end)
+    with session_scope() as session:
+        delivery = Delivery(
+            project_id=project_id,
+            key="project",
+            kind=DeliveryKind.PROJECT,
+            remote="http://127.0.0.1:9/repo.git",
+            branch=f"raas/{project_id}/project",
+            created_at=utcnow(),
+        )
+        session.add(delivery)
+        session.flush()
+        delivery_id = delivery.id
+    bus = RedisBus(redis_url)
+    received: queue.Queue[events.EventOut] = queue.Queue()
+
+    def consume() -> None:
+        for event in follow(redis_url, project_id, poll_interval_s=0.2):
+            received.put(event)
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    # When the project completes, then its branch is pushed
+    events.emit(bus, project_id, _COMPLETED)
+    assert received.get(timeout=30).type == events.PROJECT_COMPLETED
+    events.emit(bus, project_id, DeliveryPushed(branch="b", sha="0" * 40, task=None))
+    # Then the follower, still there after the end, sees the push
+    assert received.get(timeout=30).type == events.DELIVERY_PUSHED
+    # And it ends once the delivery is done
+    with session_scope() as session:
+        session.get_one(Delivery, delivery_id).status = DeliveryStatus.DELIVERED
+    consumer.join(timeout=30)
+    assert not consumer.is_alive()
+    assert received.empty()
