@@ -4,6 +4,7 @@ a child process (Redis, the S3 API), given a port and waited for until it accept
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import threading
@@ -11,10 +12,34 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def free_port() -> int:
-    """A port of 127.0.0.1 free at this moment."""
+    """A port of 127.0.0.1 free at this moment, and below the kernel's ephemeral range.
+
+    Not port 0's pick: that comes from the ephemeral range, where every outgoing connection also
+    takes its local port, so between the pick and the server's bind a test's own traffic (a stack
+    starting: dozens of connections) could take it, and HAProxy's bind failed on it. Below the
+    range, only another listener can, and one is seen here.
+    """
+    low = _ephemeral_low()
+    if low > 12000:
+        for _ in range(200):
+            port = random.randrange(10000, low)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

@@ -4,7 +4,6 @@ fail, and an SMTP server (aiosmtpd) that checks the login and keeps every messag
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +15,7 @@ from typing import Any
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-from tests.support.loopback import QuietHandler, serve_loopback
+from tests.support.loopback import QuietHandler, free_port, serve_loopback
 
 
 @dataclass(frozen=True)
@@ -100,9 +99,7 @@ class MailBox:
 @contextmanager
 def serve_smtp(username: str, password: str) -> Iterator[tuple[MailBox, int]]:
     """An SMTP server on a free loopback port that offers a login (over plain text: loopback)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     box = MailBox(username, password)
     controller = Controller(
         box,
