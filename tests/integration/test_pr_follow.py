@@ -185,10 +185,13 @@ def test_the_poller_turns_a_failed_check_run_into_a_round_and_an_unchanged_pull_
     assert line == "Following pull request #1: 1 of 3 rounds had, the last cost $0.0000"
     # And the pull request's comment on the round (its receipt) says so
     assert "1 of 3 rounds had, the last cost $0\\.0000" in world.forge.comments(REPO, 1)[-1]
-    # (raas follow goes on past the first delivery to the round, and ends with it)
+    # (raas follow goes on past the first delivery to the round, and ends with the round's
+    # delivery: the branch pushed and the pull request updated after the round finished)
     followed = [e.type for e in follow(world.settings.redis_url, project_id, idle_timeout_s=30)]
     assert followed.count(events.PROJECT_DELIVERED) == 1
-    assert followed[-1] == events.ROUND_FINISHED, followed
+    after_round = followed[len(followed) - followed[::-1].index(events.ROUND_FINISHED) :]
+    assert set(after_round) == {events.DELIVERY_PUSHED, events.PULL_REQUEST_UPDATED}, followed
+    assert after_round[-1] == events.PULL_REQUEST_UPDATED
     lines = _follow_lines(project_id)
     assert "round 1 of 3 (check failed): check test failed" in lines
     assert f"round 1 done, cost $0.0000, pushed {head[:12]}" in lines
