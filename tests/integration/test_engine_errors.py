@@ -6,7 +6,6 @@ in an event, and then fails the iteration saying how many attempts were made (is
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from orchestrator.cli.projects import format_event
 from shared import events
 from shared.models import ErrorKind, IterationStatus, ProjectStatus
 from tests.support.engine import engine
+from tests.support.loopback import free_port
 from tests.support.records import (
     bodies,
     event_log,
@@ -94,10 +94,7 @@ RETRY_BUDGET_S = 5.0
 
 def _refusing_url() -> str:
     """A loopback address where nothing listens: every connection is refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 def test_an_unreachable_model_fails_the_iteration_within_the_retry_budget_saying_each_retry(

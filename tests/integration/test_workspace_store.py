@@ -213,8 +213,7 @@ def test_a_write_stores_what_it_added_and_a_compaction_deletes_what_it_replaced(
     assert (head.generation, head.base_generation, steps) == (4, 4, [])
     deadline = time.monotonic() + 30
     while (
-        sorted(s3.keys(bucket.location.bucket)) != named_keys(project_id=project_id)
-        and time.monotonic() < deadline
+        s3.keys(bucket.location.bucket) != named_keys(project_id=project_id) and time.monotonic() < deadline
     ):
         time.sleep(0.05)
     assert s3.keys(bucket.location.bucket) == [head.object_key]

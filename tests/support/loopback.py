@@ -4,6 +4,7 @@ a child process (Redis, the S3 API), given a port and waited for until it accept
 
 from __future__ import annotations
 
+import functools
 import random
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 
+@functools.cache
 def _ephemeral_low() -> int:
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
